@@ -1,0 +1,23 @@
+//! Record framing on the ring buffer.
+
+/// Bumped whenever a wire type changes shape; recordings carry it in their header.
+pub const ABI_VERSION: u32 = 1;
+
+/// Kind of a ring-buffer record, stored in [`RecordHeader::kind`].
+pub const RECORD_BLOCK_IO: u16 = 1;
+
+/// The first 8 bytes of every ring-buffer record.
+///
+/// `size` is the full record size in bytes, so a reader can reject a record whose length does
+/// not match its kind instead of misreading it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct RecordHeader {
+    pub kind: u16,
+    pub size: u16,
+    pub _reserved: u32,
+}
+
+/// Length of a task's comm (`TASK_COMM_LEN`).
+pub const COMM_LEN: usize = 16;

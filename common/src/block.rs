@@ -1,0 +1,96 @@
+//! Block-I/O request records: one per completed request.
+
+use crate::{
+    abi::{COMM_LEN, RecordHeader},
+    rwbs::RWBS_READ_LEN,
+};
+
+/// `op` values: the request's operation, from the first letters of `rwbs`.
+pub const OP_READ: u8 = 0;
+pub const OP_WRITE: u8 = 1;
+pub const OP_FLUSH: u8 = 2;
+pub const OP_DISCARD: u8 = 3;
+/// Anything else (secure erase, write-zeroes, zone management, driver-private, ...).
+pub const OP_OTHER: u8 = 4;
+/// Number of distinct `op` values, for per-op arrays.
+pub const OP_COUNT: usize = 5;
+
+/// `flags` bits (user space decodes them from `rwbs`; the probes set only `FLAG_PARTIAL`).
+pub const FLAG_SYNC: u8 = 1 << 0;
+pub const FLAG_FUA: u8 = 1 << 1;
+pub const FLAG_META: u8 = 1 << 2;
+pub const FLAG_PREFLUSH: u8 = 1 << 3;
+pub const FLAG_READAHEAD: u8 = 1 << 4;
+/// The record covers only part of the request (the driver completed it in pieces).
+pub const FLAG_PARTIAL: u8 = 1 << 5;
+
+/// `origin` values: where the submitting task (pid, tgid, comm) was captured.
+///
+/// `ORIGIN_START` is the reliable one: `block_io_start` fires in the task that turned its bio
+/// into a request. `ORIGIN_INSERT` (`block_rq_insert`, kernels before 6.5) is the task that
+/// queued the request to a scheduler. `ORIGIN_ISSUE` means no creation event was seen (for
+/// example the flush machinery's own flush request, or a direct issue on an old kernel):
+/// the task is the one that issued it, which may be a kworker.
+pub const ORIGIN_START: u8 = 0;
+pub const ORIGIN_INSERT: u8 = 1;
+pub const ORIGIN_ISSUE: u8 = 2;
+
+/// One completed block request.
+///
+/// `created_ns`, `issued_ns` and `completed_ns` are `CLOCK_MONOTONIC` (`bpf_ktime_get_ns`);
+/// queue time is `issued - created` and device time `completed - issued`.
+/// `dev` is the kernel's internal `dev_t` (`major << 20 | minor`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct BlockIoRecord {
+    pub header: RecordHeader,
+    pub created_ns: u64,
+    pub issued_ns: u64,
+    pub completed_ns: u64,
+    pub sector: u64,
+    pub dev: u32,
+    pub bytes: u32,
+    pub tgid: u32,
+    pub pid: u32,
+    pub error: i32,
+    pub op: u8,
+    pub flags: u8,
+    pub origin: u8,
+    pub _pad: u8,
+    /// The raw `rwbs` string (first 8 bytes); user space decodes the flags from it.
+    pub rwbs: [u8; RWBS_READ_LEN],
+    pub comm: [u8; COMM_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<BlockIoRecord>() == 88);
+
+/// Key of the in-flight request map: requests are identified by device and start sector,
+/// which is what every block tracepoint reports (the `struct request *` is not exposed).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct InFlightKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+}
+
+/// Value of the in-flight request map: who created the request and when.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct InFlight {
+    pub created_ns: u64,
+    /// 0 until `block_rq_issue` is seen.
+    pub issued_ns: u64,
+    pub tgid: u32,
+    pub pid: u32,
+    /// Bytes still to complete (set at issue; partial completions count it down).
+    pub remaining_bytes: u32,
+    pub origin: u8,
+    pub _pad: [u8; 3],
+    pub comm: [u8; COMM_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<InFlight>() == 48);

@@ -1,0 +1,72 @@
+//! log2 latency histograms shared by the kernel maps and the user side.
+
+/// Number of log2 slots. Slot `i` counts latencies in microseconds in `[2^(i-1), 2^i)`, slot 0
+/// counts latencies below 1 us; the last slot also takes everything above (2^30 us is ~18 min).
+pub const SLOTS: usize = 32;
+
+/// Slot of a latency given in nanoseconds (microsecond log2 buckets, as biolatency prints).
+///
+/// Branch-free on purpose: BPF has no conditional move, so every comparison is a branch the
+/// verifier must walk, and three binary searches per completion blow its 1M-instruction
+/// budget. Smearing the top bit right and counting bits (SWAR popcount) needs no branches
+/// and no bit-counting intrinsics (which have had lowering gaps on the BPF target).
+#[inline(always)]
+#[must_use]
+pub const fn log2_slot(lat_ns: u64) -> u32 {
+    let mut v = lat_ns / 1000;
+    v |= v >> 1;
+    v |= v >> 2;
+    v |= v >> 4;
+    v |= v >> 8;
+    v |= v >> 16;
+    v |= v >> 32;
+    // popcount(v) = index of the highest set bit + 1, 0 for v == 0.
+    v -= (v >> 1) & 0x5555_5555_5555_5555;
+    v = (v & 0x3333_3333_3333_3333) + ((v >> 2) & 0x3333_3333_3333_3333);
+    v = (v + (v >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let bits = (v.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32;
+    // min(bits, SLOTS - 1) without a branch: the mask is all ones when bits < SLOTS - 1.
+    let last = SLOTS as u32 - 1;
+    let below = ((bits.wrapping_sub(last)) >> 31).wrapping_neg();
+    (bits & below) | (last & !below)
+}
+
+/// Exclusive upper bound, in microseconds, of a slot (`le` in the JSON histogram).
+#[must_use]
+pub const fn slot_upper_us(slot: u32) -> u64 {
+    1u64 << slot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_microsecond_powers_of_two() {
+        assert_eq!(log2_slot(0), 0);
+        assert_eq!(log2_slot(999), 0);
+        assert_eq!(log2_slot(1_000), 1);
+        assert_eq!(log2_slot(1_999), 1);
+        assert_eq!(log2_slot(2_000), 2);
+        assert_eq!(log2_slot(3_999), 2);
+        assert_eq!(log2_slot(4_000), 3);
+        assert_eq!(log2_slot(1_000_000), 10); // 1000 us is in [512, 1024)
+        assert_eq!(log2_slot(u64::MAX), SLOTS as u32 - 1);
+    }
+
+    #[test]
+    fn every_latency_lies_below_its_slot_bound() {
+        let mut ns = 1u64;
+        while ns < 1 << 50 {
+            let slot = log2_slot(ns);
+            let us = ns / 1000;
+            if slot < SLOTS as u32 - 1 {
+                assert!(us < slot_upper_us(slot), "{ns} ns in slot {slot}");
+                if slot > 0 {
+                    assert!(us >= slot_upper_us(slot - 1), "{ns} ns in slot {slot}");
+                }
+            }
+            ns = ns * 3 / 2 + 1;
+        }
+    }
+}

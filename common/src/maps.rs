@@ -1,0 +1,60 @@
+//! Map names and kernel-side aggregates read by user space.
+
+use crate::{block::OP_COUNT, hist::SLOTS};
+
+/// Ring buffer of records ([`crate::RecordHeader`]-framed).
+pub const EVENTS: &str = "EVENTS";
+/// Per-CPU array of `u64` counters indexed by the `COUNTER_*` constants.
+pub const COUNTERS: &str = "COUNTERS";
+/// Per-CPU hash: kernel `dev_t` -> [`DiskAggregate`].
+pub const DISK_AGGREGATES: &str = "DISK_AGGREGATES";
+/// Hash of requests in flight: [`crate::block::InFlightKey`] -> [`crate::block::InFlight`].
+pub const IN_FLIGHT: &str = "IN_FLIGHT";
+
+/// A ring-buffer reservation failed: a record was lost (the ring was full).
+pub const COUNTER_RING_DROPPED: u32 = 0;
+/// A completion arrived for a request that was never seen created or issued.
+pub const COUNTER_COMPLETE_WITHOUT_START: u32 = 1;
+/// A tracepoint field could not be read (`bpf_probe_read_kernel` failed).
+pub const COUNTER_READ_FAILED: u32 = 2;
+/// The in-flight map was full (an insert failed).
+pub const COUNTER_IN_FLIGHT_FULL: u32 = 3;
+/// Records successfully submitted to the ring buffer.
+pub const COUNTER_RECORDS: u32 = 4;
+/// Requests issued without a creation event (attributed to the issuing task).
+pub const COUNTER_ISSUE_WITHOUT_START: u32 = 5;
+pub const COUNTER_COUNT: u32 = 6;
+
+/// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
+/// overflows. Cumulative since the probes were loaded; user space takes differences.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DiskAggregate {
+    /// Completed requests per `OP_*`.
+    pub requests: [u64; OP_COUNT],
+    /// Completed bytes per `OP_*`.
+    pub bytes: [u64; OP_COUNT],
+    /// Sum of latency (created -> completed) per `OP_*`, ns: iostat's r_await / w_await.
+    pub latency_ns: [u64; OP_COUNT],
+    pub errors: u64,
+    /// Sum of queue time (created -> issued), ns.
+    pub queue_ns: u64,
+    /// Sum of device time (issued -> completed), ns.
+    pub device_ns: u64,
+    /// log2 histograms (see [`crate::hist::log2_slot`]): total, queue and device time.
+    pub total_hist: [u64; SLOTS],
+    pub queue_hist: [u64; SLOTS],
+    pub device_hist: [u64; SLOTS],
+}
+
+const _: () = assert!(core::mem::size_of::<DiskAggregate>() == (3 * OP_COUNT + 3 + 3 * SLOTS) * 8);
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain `#[repr(C)]` data without padding (checked by bytemuck's Pod derive).
+    unsafe impl aya::Pod for super::DiskAggregate {}
+    unsafe impl aya::Pod for crate::block::InFlightKey {}
+    unsafe impl aya::Pod for crate::block::InFlight {}
+    unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
+}

@@ -1,0 +1,324 @@
+//! Block request lifecycle: created -> issued -> completed.
+
+use aya_ebpf::{
+    Global,
+    bindings::{BPF_ANY, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{map, tracepoint},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::TracePointContext,
+};
+use iotop_bpf_common::{
+    COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
+    block::{BlockIoRecord, InFlight, InFlightKey, OP_COUNT, ORIGIN_ISSUE, ORIGIN_START},
+    hist::{SLOTS, log2_slot},
+    maps::{
+        COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_IN_FLIGHT_FULL,
+        COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED, COUNTER_RECORDS, COUNTER_RING_DROPPED,
+        DiskAggregate,
+    },
+    rwbs::{self, RWBS_READ_LEN},
+};
+
+use crate::fields::{
+    COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, read,
+};
+
+/// 16 MiB: ~200k records of 80 (+8 header) bytes, over a second of headroom at 150k IOPS
+/// with the reader draining every 50 ms. The loader may resize it.
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+
+/// Requests between creation and completion. Sized for deep queues on many disks; entries
+/// of requests whose completion was never seen are evicted when it fills (counted).
+#[map]
+static IN_FLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(65_536, 0);
+
+#[map]
+static DISK_AGGREGATES: PerCpuHashMap<u32, DiskAggregate> =
+    PerCpuHashMap::with_max_entries(1_024, 0);
+
+/// One zeroed [`DiskAggregate`]: the initial value for a new disk (too big for the stack).
+#[map]
+static ZERO_AGGREGATE: PerCpuArray<DiskAggregate> = PerCpuArray::with_max_entries(1, 0);
+
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
+
+/// `ORIGIN_START` when the start probe sits on `block_io_start`, `ORIGIN_INSERT` on
+/// `block_rq_insert`.
+#[unsafe(no_mangle)]
+static START_ORIGIN: Global<u8> = Global::new(ORIGIN_START);
+
+/// Unread ring bytes above which a submit wakes the reader. Below it records are submitted
+/// without a wakeup and the reader drains on its own timer: one wakeup per batch, not per I/O.
+#[unsafe(no_mangle)]
+static WAKEUP_BYTES: Global<u64> = Global::new(1 << 20);
+
+#[inline(always)]
+fn bump(counter: u32) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(counter) {
+        // SAFETY: per-CPU slot; tracing programs do not nest on one CPU.
+        unsafe { *slot += 1 };
+    }
+}
+
+#[inline(always)]
+fn key(
+    ctx: &TracePointContext,
+    offsets: &iotop_bpf_common::tracepoint::FieldOffsets,
+) -> Result<InFlightKey, ()> {
+    let dev: u32 = read(ctx, offsets.dev)?;
+    let sector: u64 = read(ctx, offsets.sector)?;
+    Ok(InFlightKey {
+        dev,
+        _pad: 0,
+        sector,
+    })
+}
+
+#[inline(always)]
+fn current_task(now: u64, origin: u8) -> InFlight {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    InFlight {
+        created_ns: now,
+        issued_ns: 0,
+        tgid: (pid_tgid >> 32) as u32,
+        pid: pid_tgid as u32,
+        remaining_bytes: 0,
+        origin,
+        _pad: [0; 3],
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    }
+}
+
+/// A request was created from a bio, in the submitting task.
+#[tracepoint]
+pub fn block_start(ctx: TracePointContext) -> u32 {
+    let offsets = START_FIELDS.load();
+    let Ok(key) = key(&ctx, &offsets) else {
+        bump(COUNTER_READ_FAILED);
+        return 0;
+    };
+    let value = current_task(unsafe { bpf_ktime_get_ns() }, START_ORIGIN.load());
+    if IN_FLIGHT.insert(&key, &value, u64::from(BPF_ANY)).is_err() {
+        bump(COUNTER_IN_FLIGHT_FULL);
+    }
+    0
+}
+
+/// The driver got the request.
+#[tracepoint]
+pub fn block_issue(ctx: TracePointContext) -> u32 {
+    let offsets = ISSUE_FIELDS.load();
+    let Ok(key) = key(&ctx, &offsets) else {
+        bump(COUNTER_READ_FAILED);
+        return 0;
+    };
+    let bytes: u32 = read(&ctx, offsets.bytes).unwrap_or(0);
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(entry) = IN_FLIGHT.get_ptr_mut(&key) {
+        // SAFETY: the entry is only touched by this request's own probes; a requeued request
+        // is issued again and its device time restarts.
+        unsafe {
+            (*entry).issued_ns = now;
+            (*entry).remaining_bytes = bytes;
+        }
+        return 0;
+    }
+    // No creation seen (the flush machinery's own request, a request created before we
+    // attached): attribute it to the issuing task, with no queue time.
+    bump(COUNTER_ISSUE_WITHOUT_START);
+    let mut value = current_task(now, ORIGIN_ISSUE);
+    value.issued_ns = now;
+    value.remaining_bytes = bytes;
+    if IN_FLIGHT.insert(&key, &value, u64::from(BPF_ANY)).is_err() {
+        bump(COUNTER_IN_FLIGHT_FULL);
+    }
+    0
+}
+
+/// A bio was merged in front of a queued request: the request now starts at the bio's
+/// sector, so move its in-flight entry to the new key.
+#[tracepoint]
+pub fn block_frontmerge(ctx: TracePointContext) -> u32 {
+    let offsets = FRONTMERGE_FIELDS.load();
+    let Ok(new_key) = key(&ctx, &offsets) else {
+        bump(COUNTER_READ_FAILED);
+        return 0;
+    };
+    let Ok(nr_sector) = read::<u32>(&ctx, offsets.nr_sector) else {
+        bump(COUNTER_READ_FAILED);
+        return 0;
+    };
+    let old_key = InFlightKey {
+        sector: new_key.sector + u64::from(nr_sector),
+        ..new_key
+    };
+    if let Some(entry) = IN_FLIGHT.get_ptr(&old_key) {
+        // SAFETY: copied out before the entry is removed.
+        let value = unsafe { *entry };
+        if IN_FLIGHT
+            .insert(&new_key, &value, u64::from(BPF_ANY))
+            .is_err()
+        {
+            bump(COUNTER_IN_FLIGHT_FULL);
+        }
+        let _ = IN_FLIGHT.remove(&old_key);
+    }
+    0
+}
+
+/// A queued request was merged into the one before it and freed: forget it (its bytes
+/// complete as part of the surviving request, which keeps its start sector).
+#[tracepoint]
+pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
+    let offsets = RQ_MERGE_FIELDS.load();
+    if let Ok(key) = key(&ctx, &offsets) {
+        let _ = IN_FLIGHT.remove(&key);
+    } else {
+        bump(COUNTER_READ_FAILED);
+    }
+    0
+}
+
+/// The request (or a part of it) completed.
+#[tracepoint]
+pub fn block_complete(ctx: TracePointContext) -> u32 {
+    let offsets = COMPLETE_FIELDS.load();
+    let Ok(key) = key(&ctx, &offsets) else {
+        bump(COUNTER_READ_FAILED);
+        return 0;
+    };
+    let now = unsafe { bpf_ktime_get_ns() };
+    let Some(entry) = IN_FLIGHT.get_ptr_mut(&key) else {
+        bump(COUNTER_COMPLETE_WITHOUT_START);
+        return 0;
+    };
+    // SAFETY: copied out; the entry is removed or moved below.
+    let started = unsafe { *entry };
+    let nr_sector: u32 = read(&ctx, offsets.nr_sector).unwrap_or(0);
+    let error: i32 = read(&ctx, offsets.error).unwrap_or(0);
+    let rwbs: [u8; RWBS_READ_LEN] = read(&ctx, offsets.rwbs).unwrap_or([0; RWBS_READ_LEN]);
+    let op = rwbs::op_of(&rwbs);
+    let mut flags = 0u8;
+
+    let done_bytes = nr_sector << 9;
+    // A partial completion (the driver completed the request in pieces): emit what completed
+    // and keep the rest in flight under the sector where it now starts.
+    if done_bytes != 0 && done_bytes < started.remaining_bytes {
+        flags |= iotop_bpf_common::block::FLAG_PARTIAL;
+        let mut rest = started;
+        rest.remaining_bytes = started.remaining_bytes - done_bytes;
+        let rest_key = InFlightKey {
+            sector: key.sector + u64::from(nr_sector),
+            ..key
+        };
+        if IN_FLIGHT
+            .insert(&rest_key, &rest, u64::from(BPF_ANY))
+            .is_err()
+        {
+            bump(COUNTER_IN_FLIGHT_FULL);
+        }
+    }
+    let _ = IN_FLIGHT.remove(&key);
+
+    let issued = if started.issued_ns == 0 {
+        now
+    } else {
+        started.issued_ns
+    };
+    let queue_ns = issued.saturating_sub(started.created_ns);
+    let device_ns = now.saturating_sub(issued);
+    let bytes = if done_bytes != 0 {
+        done_bytes
+    } else {
+        started.remaining_bytes
+    };
+
+    aggregate(key.dev, op, bytes, error, queue_ns, device_ns);
+
+    let Some(mut slot) = EVENTS.reserve::<BlockIoRecord>(0) else {
+        bump(COUNTER_RING_DROPPED);
+        return 0;
+    };
+    slot.write(BlockIoRecord {
+        header: RecordHeader {
+            kind: RECORD_BLOCK_IO,
+            size: core::mem::size_of::<BlockIoRecord>() as u16,
+            _reserved: 0,
+        },
+        created_ns: started.created_ns,
+        issued_ns: issued,
+        completed_ns: now,
+        sector: key.sector,
+        dev: key.dev,
+        bytes,
+        tgid: started.tgid,
+        pid: started.pid,
+        error,
+        op,
+        flags,
+        origin: started.origin,
+        _pad: 0,
+        rwbs,
+        comm: started.comm,
+    });
+    let wake = if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES.load() {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    slot.submit(u64::from(wake));
+    bump(COUNTER_RECORDS);
+    0
+}
+
+#[inline(always)]
+fn aggregate(dev: u32, op: u8, bytes: u32, error: i32, queue_ns: u64, device_ns: u64) {
+    let agg = match DISK_AGGREGATES.get_ptr_mut(&dev) {
+        Some(agg) => agg,
+        None => {
+            let Some(zero) = ZERO_AGGREGATE.get_ptr(0) else {
+                return;
+            };
+            // SAFETY: `zero` points at a map value of the right type; insert copies it.
+            if DISK_AGGREGATES
+                .insert(&dev, unsafe { &*zero }, u64::from(BPF_ANY))
+                .is_err()
+            {
+                return;
+            }
+            let Some(agg) = DISK_AGGREGATES.get_ptr_mut(&dev) else {
+                return;
+            };
+            agg
+        }
+    };
+    let op = op as usize;
+    let total = log2_slot(queue_ns + device_ns) as usize;
+    let queue = log2_slot(queue_ns) as usize;
+    let device = log2_slot(device_ns) as usize;
+    // SAFETY: per-CPU value; indices are bounds-checked for the verifier.
+    unsafe {
+        if op < OP_COUNT {
+            (*agg).requests[op] += 1;
+            (*agg).bytes[op] += u64::from(bytes);
+            (*agg).latency_ns[op] += queue_ns + device_ns;
+        }
+        if error != 0 {
+            (*agg).errors += 1;
+        }
+        (*agg).queue_ns += queue_ns;
+        (*agg).device_ns += device_ns;
+        if total < SLOTS {
+            (*agg).total_hist[total] += 1;
+        }
+        if queue < SLOTS {
+            (*agg).queue_hist[queue] += 1;
+        }
+        if device < SLOTS {
+            (*agg).device_hist[device] += 1;
+        }
+    }
+}

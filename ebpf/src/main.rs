@@ -1,0 +1,22 @@
+//! iotop-bpf kernel side: block-request tracepoints paired in the kernel.
+//!
+//! Creation (`block_io_start`, or `block_rq_insert` before 6.5) records who submitted a
+//! request and when; `block_rq_issue` records when the driver got it; `block_rq_complete`
+//! emits one [`BlockIoRecord`] per completed request into the `EVENTS` ring buffer and adds it
+//! to the per-disk aggregates. Field offsets come from tracefs via globals set by the loader.
+#![no_std]
+#![no_main]
+
+mod block;
+mod fields;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects any program that could reach this; it exists to satisfy no_std.
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

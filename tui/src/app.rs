@@ -1,0 +1,229 @@
+//! The live view's state machine (keys -> [`UiState`]) and its event loop.
+
+use anyhow::{Context as _, Result};
+use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use futures::StreamExt as _;
+use ratatui::{Terminal, backend::Backend};
+use tokio::time::{Instant, MissedTickBehavior, interval, interval_at};
+
+use crate::{
+    cli::Cli,
+    feed::LiveFeed,
+    headless::{DRAIN_EVERY, drain_all},
+    model::{Aggregator, Settings, Snapshot},
+    probe::privilege::Environment,
+    shutdown::Shutdown,
+    term::TerminalGuard,
+    view::{self, Focus, Theme, UiState, disks, procs},
+};
+
+/// Whether the loop goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// What the live view shows and how.
+pub struct App {
+    pub ui: UiState,
+    pub theme: Theme,
+    /// The snapshot on screen (frozen while paused).
+    pub shown: Snapshot,
+}
+
+impl App {
+    pub fn new(ui: UiState) -> Self {
+        Self {
+            ui,
+            theme: Theme::default(),
+            shown: Snapshot::default(),
+        }
+    }
+
+    /// A new interval closed; shown unless paused.
+    pub fn update(&mut self, snap: Snapshot) {
+        if !self.ui.paused {
+            self.shown = snap;
+        }
+    }
+
+    pub fn on_event(&mut self, event: &Event) -> Flow {
+        match event {
+            Event::Key(key) if key.kind != KeyEventKind::Release => self.on_key(*key),
+            _ => Flow::Continue, // resize and others: the caller redraws
+        }
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) -> Flow {
+        let ui = &mut self.ui;
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return Flow::Quit;
+        }
+        if ui.editing_filter {
+            match key.code {
+                KeyCode::Enter => ui.editing_filter = false,
+                KeyCode::Esc => {
+                    ui.filter.clear();
+                    ui.editing_filter = false;
+                }
+                KeyCode::Backspace => {
+                    ui.filter.pop();
+                }
+                KeyCode::Char(c) if !c.is_control() && ui.filter.len() < 32 => ui.filter.push(c),
+                _ => {}
+            }
+            return Flow::Continue;
+        }
+        if ui.show_help {
+            // Any key closes the help; q still quits.
+            ui.show_help = false;
+            return if key.code == KeyCode::Char('q') {
+                Flow::Quit
+            } else {
+                Flow::Continue
+            };
+        }
+        match key.code {
+            KeyCode::Char('q') => return Flow::Quit,
+            KeyCode::Char(' ' | 'p') => ui.paused = !ui.paused,
+            KeyCode::Tab | KeyCode::BackTab => {
+                ui.focus = match ui.focus {
+                    Focus::Processes => Focus::Disks,
+                    Focus::Disks => Focus::Processes,
+                };
+            }
+            KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
+            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
+            KeyCode::PageDown => self.move_selection(10),
+            KeyCode::PageUp => self.move_selection(-10),
+            KeyCode::Home | KeyCode::Char('g') => self.move_selection(isize::MIN / 2),
+            KeyCode::End | KeyCode::Char('G') => self.move_selection(isize::MAX / 2),
+            KeyCode::Char('s' | '>') => {
+                ui.sort = ui.sort.next();
+                ui.reversed = false;
+            }
+            KeyCode::Char('<') => {
+                ui.sort = ui.sort.prev();
+                ui.reversed = false;
+            }
+            KeyCode::Char('r') => ui.reversed = !ui.reversed,
+            KeyCode::Char('/') => ui.editing_filter = true,
+            KeyCode::Char('c') => ui.cumulative = !ui.cumulative,
+            KeyCode::Char('?' | 'h') | KeyCode::F(1) => ui.show_help = true,
+            KeyCode::Esc => {
+                ui.filter.clear();
+                ui.selected_pid = None;
+                ui.selected_disk = None;
+            }
+            _ => {}
+        }
+        Flow::Continue
+    }
+
+    /// Moves the selection in the focused pane by `delta` rows (clamped), keeping it by
+    /// identity (pid or device) rather than by position.
+    fn move_selection(&mut self, delta: isize) {
+        let step = |current: Option<usize>, len: usize| -> Option<usize> {
+            if len == 0 {
+                return None;
+            }
+            let last = isize::try_from(len - 1).unwrap_or(isize::MAX);
+            let from = current.map_or(if delta > 0 { -1 } else { last + 1 }, |i| {
+                isize::try_from(i).unwrap_or(0)
+            });
+            usize::try_from(from.saturating_add(delta).clamp(0, last)).ok()
+        };
+        match self.ui.focus {
+            Focus::Processes => {
+                let rows = procs::visible(&self.shown, &self.ui);
+                let current = self
+                    .ui
+                    .selected_pid
+                    .and_then(|pid| rows.iter().position(|p| p.tgid == pid));
+                self.ui.selected_pid = step(current, rows.len()).map(|i| rows[i].tgid);
+            }
+            Focus::Disks => {
+                let rows = disks::visible(&self.shown, &self.ui);
+                let current = self
+                    .ui
+                    .selected_disk
+                    .and_then(|dev| rows.iter().position(|d| d.dev == dev));
+                self.ui.selected_disk = step(current, rows.len()).map(|i| rows[i].dev);
+            }
+        }
+    }
+
+    pub fn draw(&self, terminal: &mut Terminal<impl Backend>) -> Result<()> {
+        terminal
+            .draw(|frame| view::render(frame, &self.shown, &self.ui, &self.theme))
+            .map_err(|e| anyhow::anyhow!("draw the screen: {e}"))?;
+        Ok(())
+    }
+}
+
+/// Host name for the status bar.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The live view: probes first (so a failure prints plainly), then the terminal.
+pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
+    let mut shutdown = Shutdown::install().context("install signal handlers")?;
+    let mut feed = LiveFeed::start(env)?;
+    let mut model = Aggregator::new(Settings::default(), feed.started_ns());
+    let mut app = App::new(UiState {
+        host: host_name(),
+        kernel: env.kernel_release.clone(),
+        notes: feed.report().degraded.clone(),
+        filter: cli
+            .pids
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        ..UiState::default()
+    });
+
+    let mut guard = TerminalGuard::enter()?;
+    let mut input = EventStream::new();
+    let mut reports = interval_at(Instant::now() + cli.delay, cli.delay);
+    reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut drains = interval(DRAIN_EVERY);
+    drains.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut intervals = 0u64;
+    app.draw(guard.terminal())?;
+
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.recv() => break,
+            event = input.next() => match event {
+                Some(Ok(event)) => {
+                    if app.on_event(&event) == Flow::Quit {
+                        break;
+                    }
+                    app.draw(guard.terminal())?;
+                }
+                Some(Err(e)) => return Err(e).context("read the terminal"),
+                None => break,
+            },
+            _ = reports.tick() => {
+                drain_all(&mut feed, &mut model);
+                app.update(model.tick(&feed.sample()));
+                app.draw(guard.terminal())?;
+                intervals += 1;
+                if cli.iterations.is_some_and(|n| intervals >= n) {
+                    break;
+                }
+            }
+            filling = feed.filling() => {
+                filling.context("wait for the ring buffer")?;
+                drain_all(&mut feed, &mut model);
+            }
+            _ = drains.tick() => drain_all(&mut feed, &mut model),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Command-line interface.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iotop-bpf",
+    version,
+    about = "Live, top-like view of Linux storage I/O: who does it, how slow it is, and why",
+    after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
+                  s or < > sort, r reverse, / filter, c cumulative, ? help.\n\
+                  Needs root (or CAP_BPF + CAP_PERFMON): sudo iotop-bpf"
+)]
+pub struct Cli {
+    /// Print a text report every interval instead of the live view (like `iotop -b`).
+    #[arg(short, long)]
+    pub batch: bool,
+
+    /// Print one JSON object per interval (implies --batch).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Seconds per interval.
+    #[arg(short, long, value_name = "SECS", default_value = "1", value_parser = parse_delay, env = "IOTOP_BPF_DELAY")]
+    pub delay: Duration,
+
+    /// Stop after N intervals.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub iterations: Option<u64>,
+
+    /// Only report these processes (repeat or comma-separate).
+    #[arg(short, long = "pid", value_name = "PID", value_delimiter = ',')]
+    pub pids: Vec<u32>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a built-in I/O workload (reproducers for demos, workshops and tests).
+    #[command(subcommand)]
+    Workload(Workload),
+    /// Check the environment and the probes, print what works and what is degraded, and exit.
+    Check,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Workload {
+    /// O_DIRECT block-aligned writes then reads of one file: healthy, easy-to-count I/O.
+    DirectIo(DirectIo),
+}
+
+#[derive(Debug, Args)]
+pub struct DirectIo {
+    /// The file to write and read (created if missing). Must be on a block-backed filesystem.
+    #[arg(long)]
+    pub file: PathBuf,
+    /// Number of writes.
+    #[arg(long, default_value_t = 100)]
+    pub writes: u64,
+    /// Number of reads (of the blocks just written, round robin).
+    #[arg(long, default_value_t = 100)]
+    pub reads: u64,
+    /// Bytes per request (a multiple of the logical block size).
+    #[arg(long, default_value_t = 4096)]
+    pub block_size: usize,
+}
+
+impl Cli {
+    pub fn is_batch(&self) -> bool {
+        self.batch || self.json
+    }
+}
+
+fn parse_delay(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(0.1..=3600.0).contains(&secs) {
+        return Err(format!("{secs} s is out of range (0.1 to 3600)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn delays_are_validated() {
+        assert_eq!(parse_delay("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_delay("0").is_err());
+        assert!(parse_delay("abc").is_err());
+        let cli = Cli::try_parse_from(["iotop-bpf", "--json", "-d", "2", "-n", "3", "-p", "1,2"])
+            .unwrap();
+        assert!(cli.is_batch());
+        assert_eq!(
+            (cli.delay, cli.iterations, cli.pids),
+            (Duration::from_secs(2), Some(3), vec![1, 2])
+        );
+    }
+}

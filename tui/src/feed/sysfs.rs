@@ -1,0 +1,74 @@
+//! Block device names and busy time from sysfs and procfs.
+
+use std::fs;
+
+use crate::model::{Dev, DiskStat};
+
+/// `(dev, name)` for every block device, from `/sys/block/*/dev` and the partitions below.
+pub fn block_device_names() -> Vec<(Dev, String)> {
+    let mut names = Vec::new();
+    let Ok(entries) = fs::read_dir("/sys/class/block") else {
+        return names;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Ok(text) = fs::read_to_string(entry.path().join("dev"))
+            && let Some(dev) = parse_dev(&text)
+        {
+            names.push((dev, name));
+        }
+    }
+    names.sort();
+    names
+}
+
+/// `"7:0\n"` -> `Dev { 7, 0 }`.
+pub fn parse_dev(text: &str) -> Option<Dev> {
+    let (major, minor) = text.trim().split_once(':')?;
+    Some(Dev::new(major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// `io_ticks` of every device in `/proc/diskstats`.
+pub fn diskstats() -> Vec<DiskStat> {
+    fs::read_to_string("/proc/diskstats")
+        .map(|text| parse_diskstats(&text))
+        .unwrap_or_default()
+}
+
+/// Fields: major minor name reads ... ; io_ticks (ms busy) is the 13th column.
+pub fn parse_diskstats(text: &str) -> Vec<DiskStat> {
+    text.lines()
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            Some(DiskStat {
+                dev: Dev::new(cols.first()?.parse().ok()?, cols.get(1)?.parse().ok()?),
+                io_ticks_ms: cols.get(12)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_dev_files() {
+        assert_eq!(parse_dev("7:0\n"), Some(Dev::new(7, 0)));
+        assert_eq!(parse_dev("259:12"), Some(Dev::new(259, 12)));
+        assert_eq!(parse_dev("garbage"), None);
+    }
+
+    #[test]
+    fn parses_diskstats() {
+        let text = "   7       0 loop0 112 0 3242 5 1002 0 8016 1234 0 777 1239 0 0 0 0 0 0\n 254       0 vda 9 1 2 3\n";
+        let stats = parse_diskstats(text);
+        assert_eq!(
+            stats,
+            vec![DiskStat {
+                dev: Dev::new(7, 0),
+                io_ticks_ms: 777
+            }]
+        );
+    }
+}

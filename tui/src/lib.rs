@@ -1,0 +1,18 @@
+//! iotop-bpf: a live, top-like dashboard of Linux storage I/O built on eBPF.
+//!
+//! Data flows one way: kernel probes -> ring buffer -> [`feed`] -> [`decode`] -> [`model`]
+//! (pure) -> [`model::Snapshot`] -> [`view`] (TUI) | [`report`] (batch text, JSON).
+
+pub mod app;
+pub mod cli;
+pub mod decode;
+pub mod feed;
+pub mod headless;
+pub mod model;
+pub mod probe;
+pub mod report;
+pub mod shutdown;
+pub mod term;
+pub mod units;
+pub mod view;
+pub mod workload;

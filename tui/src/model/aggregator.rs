@@ -1,0 +1,437 @@
+//! Folding events and kernel samples into per-process and per-disk state.
+
+use std::collections::{BTreeMap, HashMap};
+
+use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
+
+use super::{
+    BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op,
+    hist::{LatencyHist, Log2Hist},
+    snapshot::{
+        DiskFigures, DiskRow, EventStats, Latency, ProcDeviceRow, ProcFigures, ProcRow, Snapshot,
+    },
+};
+
+/// Knobs of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// A process without I/O for this long is forgotten (its totals too).
+    pub forget_after_ns: u64,
+    /// At most this many processes are kept; the longest idle go first.
+    pub max_procs: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            forget_after_ns: 10 * 60 * 1_000_000_000,
+            max_procs: 4_096,
+        }
+    }
+}
+
+const fn op_index(op: Op) -> usize {
+    match op {
+        Op::Read => OP_READ as usize,
+        Op::Write => OP_WRITE as usize,
+        Op::Flush => OP_FLUSH as usize,
+        Op::Discard => OP_DISCARD as usize,
+        Op::Other => OP_OTHER as usize,
+    }
+}
+
+/// Requests and bytes per op.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct OpCounts {
+    requests: [u64; OP_COUNT],
+    bytes: [u64; OP_COUNT],
+}
+
+impl OpCounts {
+    fn add(&mut self, io: &BlockIo) {
+        let op = op_index(io.op);
+        self.requests[op] += 1;
+        self.bytes[op] += u64::from(io.bytes);
+    }
+    fn merge(&mut self, other: &Self) {
+        for op in 0..OP_COUNT {
+            self.requests[op] += other.requests[op];
+            self.bytes[op] += other.bytes[op];
+        }
+    }
+    fn others(&self) -> u64 {
+        self.requests[OP_FLUSH as usize]
+            + self.requests[OP_DISCARD as usize]
+            + self.requests[OP_OTHER as usize]
+    }
+}
+
+/// Latency distributions of a set of requests.
+#[derive(Clone, Debug, Default)]
+struct Latencies {
+    total: LatencyHist,
+    queue: LatencyHist,
+    device: LatencyHist,
+}
+
+impl Latencies {
+    fn add(&mut self, io: &BlockIo) {
+        self.total.record(io.latency_ns());
+        self.queue.record(io.queue_ns());
+        self.device.record(io.device_ns());
+    }
+    fn merge(&mut self, other: &Self) {
+        self.total.merge(&other.total);
+        self.queue.merge(&other.queue);
+        self.device.merge(&other.device);
+    }
+    fn clear(&mut self) {
+        self.total.clear();
+        self.queue.clear();
+        self.device.clear();
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct ProcPeriod {
+    counts: OpCounts,
+    latencies: Latencies,
+    devices: BTreeMap<Dev, OpCounts>,
+}
+
+impl ProcPeriod {
+    fn add(&mut self, io: &BlockIo) {
+        self.counts.add(io);
+        self.latencies.add(io);
+        self.devices.entry(io.dev).or_default().add(io);
+    }
+    fn merge(&mut self, other: &Self) {
+        self.counts.merge(&other.counts);
+        self.latencies.merge(&other.latencies);
+        for (dev, counts) in &other.devices {
+            self.devices.entry(*dev).or_default().merge(counts);
+        }
+    }
+    fn clear(&mut self) {
+        self.counts = OpCounts::default();
+        self.latencies.clear();
+        self.devices.clear();
+    }
+    fn figures(&self) -> ProcFigures {
+        let c = &self.counts;
+        ProcFigures {
+            reads: c.requests[OP_READ as usize],
+            writes: c.requests[OP_WRITE as usize],
+            others: c.others(),
+            read_bytes: c.bytes[OP_READ as usize],
+            write_bytes: c.bytes[OP_WRITE as usize],
+            latency: Latency::of(&self.latencies.total),
+            queue: Latency::of(&self.latencies.queue),
+            device: Latency::of(&self.latencies.device),
+            queue_hist: self.latencies.queue.log2(),
+            device_hist: self.latencies.device.log2(),
+            total_hist: self.latencies.total.log2(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ProcState {
+    comm: Comm,
+    last_seen_ns: u64,
+    interval: ProcPeriod,
+    total: ProcPeriod,
+}
+
+/// Per-disk state: percentiles from the records; counts come from the kernel totals.
+#[derive(Clone, Debug, Default)]
+struct DiskState {
+    interval: Latencies,
+    total: Latencies,
+}
+
+/// The aggregator. Feed it with [`Aggregator::ingest`]; close an interval with
+/// [`Aggregator::tick`], which returns the [`Snapshot`] of that interval.
+#[derive(Debug)]
+pub struct Aggregator {
+    settings: Settings,
+    start_ns: u64,
+    last_tick_ns: u64,
+    seq: u64,
+    procs: HashMap<u32, ProcState>,
+    disks: HashMap<Dev, DiskState>,
+    prev_totals: HashMap<Dev, DiskTotals>,
+    prev_diskstats: HashMap<Dev, DiskStat>,
+    busy_total_ms: HashMap<Dev, u64>,
+    prev_counters: KernelCounters,
+    received: u64,
+    received_total: u64,
+    bad: u64,
+    bad_total: u64,
+}
+
+impl Aggregator {
+    /// `start_ns` is when the probes were attached (`CLOCK_MONOTONIC`).
+    pub fn new(settings: Settings, start_ns: u64) -> Self {
+        Self {
+            settings,
+            start_ns,
+            last_tick_ns: start_ns,
+            seq: 0,
+            procs: HashMap::new(),
+            disks: HashMap::new(),
+            prev_totals: HashMap::new(),
+            prev_diskstats: HashMap::new(),
+            busy_total_ms: HashMap::new(),
+            prev_counters: KernelCounters::default(),
+            received: 0,
+            received_total: 0,
+            bad: 0,
+            bad_total: 0,
+        }
+    }
+
+    pub fn ingest(&mut self, io: &BlockIo) {
+        self.received += 1;
+        let proc = self.procs.entry(io.tgid).or_insert_with(|| ProcState {
+            comm: io.comm,
+            last_seen_ns: io.completed_ns,
+            interval: ProcPeriod::default(),
+            total: ProcPeriod::default(),
+        });
+        proc.comm = io.comm;
+        proc.last_seen_ns = proc.last_seen_ns.max(io.completed_ns);
+        proc.interval.add(io);
+        self.disks.entry(io.dev).or_default().interval.add(io);
+    }
+
+    /// A record that could not be decoded.
+    pub fn note_bad_record(&mut self) {
+        self.bad += 1;
+    }
+
+    /// Closes the interval ending at `sample.now_ns` and returns its snapshot.
+    pub fn tick(&mut self, sample: &KernelSample) -> Snapshot {
+        self.seq += 1;
+        let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
+        self.last_tick_ns = sample.now_ns;
+        self.received_total += self.received;
+        self.bad_total += self.bad;
+
+        let events = EventStats {
+            received: self.received,
+            dropped: sample
+                .counters
+                .ring_dropped
+                .saturating_sub(self.prev_counters.ring_dropped),
+            bad: self.bad,
+            received_total: self.received_total,
+            dropped_total: sample.counters.ring_dropped,
+            bad_total: self.bad_total,
+            unpaired_total: sample.counters.complete_without_start,
+        };
+        self.prev_counters = sample.counters;
+        self.received = 0;
+        self.bad = 0;
+
+        let names: HashMap<Dev, &str> = sample
+            .names
+            .iter()
+            .map(|(dev, name)| (*dev, name.as_str()))
+            .collect();
+        let name_of = |dev: Dev| {
+            names
+                .get(&dev)
+                .map_or_else(|| dev.to_string(), |n| (*n).to_string())
+        };
+
+        let disks = self.disk_rows(sample, interval_ns, &name_of);
+        let procs = self.proc_rows(&name_of);
+        self.forget_idle(sample.now_ns);
+
+        Snapshot {
+            seq: self.seq,
+            now_ns: sample.now_ns,
+            interval_ns,
+            elapsed_ns: sample.now_ns.saturating_sub(self.start_ns),
+            events,
+            disks,
+            procs,
+        }
+    }
+
+    fn disk_rows(
+        &mut self,
+        sample: &KernelSample,
+        interval_ns: u64,
+        name_of: &impl Fn(Dev) -> String,
+    ) -> Vec<DiskRow> {
+        let elapsed_ns = sample.now_ns.saturating_sub(self.start_ns);
+        // Busy time in this interval; a disk seen for the first time counts from now.
+        let busy_ms: HashMap<Dev, u64> = sample
+            .diskstats
+            .iter()
+            .map(|stat| {
+                let before = self
+                    .prev_diskstats
+                    .get(&stat.dev)
+                    .map_or(stat.io_ticks_ms, |s| s.io_ticks_ms);
+                (stat.dev, stat.io_ticks_ms.saturating_sub(before))
+            })
+            .collect();
+        for (dev, busy) in &busy_ms {
+            *self.busy_total_ms.entry(*dev).or_default() += busy;
+        }
+        let mut rows: Vec<DiskRow> = sample
+            .disks
+            .iter()
+            .map(|now| {
+                let zero = DiskTotals {
+                    dev: now.dev,
+                    ..DiskTotals::default()
+                };
+                let before = self.prev_totals.get(&now.dev).unwrap_or(&zero);
+                let state = self.disks.entry(now.dev).or_default();
+                state.total.merge(&state.interval);
+                let interval_busy = busy_ms.get(&now.dev).copied();
+                let total_busy = self.busy_total_ms.get(&now.dev).copied();
+                let row = DiskRow {
+                    dev: now.dev,
+                    name: name_of(now.dev),
+                    interval: disk_figures(
+                        &delta(now, before),
+                        &state.interval,
+                        interval_ns,
+                        interval_busy,
+                    ),
+                    total: disk_figures(&delta(now, &zero), &state.total, elapsed_ns, total_busy),
+                };
+                state.interval.clear();
+                row
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        self.prev_totals = sample.disks.iter().map(|t| (t.dev, t.clone())).collect();
+        self.prev_diskstats = sample.diskstats.iter().map(|s| (s.dev, *s)).collect();
+        rows
+    }
+
+    fn proc_rows(&mut self, name_of: &impl Fn(Dev) -> String) -> Vec<ProcRow> {
+        let mut rows: Vec<ProcRow> = self
+            .procs
+            .iter_mut()
+            .map(|(&tgid, state)| {
+                state.total.merge(&state.interval);
+                let devices = state
+                    .interval
+                    .devices
+                    .iter()
+                    .map(|(&dev, c)| ProcDeviceRow {
+                        dev,
+                        name: name_of(dev),
+                        reads: c.requests[OP_READ as usize],
+                        writes: c.requests[OP_WRITE as usize],
+                        others: c.others(),
+                        read_bytes: c.bytes[OP_READ as usize],
+                        write_bytes: c.bytes[OP_WRITE as usize],
+                    })
+                    .collect();
+                let row = ProcRow {
+                    tgid,
+                    comm: state.comm.to_string(),
+                    interval: state.interval.figures(),
+                    total: state.total.figures(),
+                    devices,
+                };
+                state.interval.clear();
+                row
+            })
+            .collect();
+        rows.sort_by_key(|row| row.tgid);
+        rows
+    }
+
+    fn forget_idle(&mut self, now_ns: u64) {
+        let forget_after = self.settings.forget_after_ns;
+        self.procs
+            .retain(|_, p| now_ns.saturating_sub(p.last_seen_ns) < forget_after);
+        if self.procs.len() > self.settings.max_procs {
+            let mut by_age: Vec<(u64, u32)> = self
+                .procs
+                .iter()
+                .map(|(&tgid, p)| (p.last_seen_ns, tgid))
+                .collect();
+            by_age.sort_unstable();
+            let excess = self.procs.len() - self.settings.max_procs;
+            for (_, tgid) in by_age.into_iter().take(excess) {
+                self.procs.remove(&tgid);
+            }
+        }
+    }
+}
+
+/// `now - before`, field by field (kernel totals only grow; saturate if the map was reset).
+fn delta(now: &DiskTotals, before: &DiskTotals) -> DiskTotals {
+    let sub = |a: &[u64], b: &[u64], out: &mut [u64]| {
+        for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+            *o = x.saturating_sub(*y);
+        }
+    };
+    let mut out = DiskTotals {
+        dev: now.dev,
+        ..DiskTotals::default()
+    };
+    sub(&now.requests, &before.requests, &mut out.requests);
+    sub(&now.bytes, &before.bytes, &mut out.bytes);
+    sub(&now.latency_ns, &before.latency_ns, &mut out.latency_ns);
+    sub(&now.total_hist, &before.total_hist, &mut out.total_hist);
+    sub(&now.queue_hist, &before.queue_hist, &mut out.queue_hist);
+    sub(&now.device_hist, &before.device_hist, &mut out.device_hist);
+    out.errors = now.errors.saturating_sub(before.errors);
+    out.queue_ns = now.queue_ns.saturating_sub(before.queue_ns);
+    out.device_ns = now.device_ns.saturating_sub(before.device_ns);
+    out
+}
+
+#[expect(clippy::cast_precision_loss, reason = "display ratios")]
+fn disk_figures(
+    d: &DiskTotals,
+    latencies: &Latencies,
+    period_ns: u64,
+    busy_ms: Option<u64>,
+) -> DiskFigures {
+    let reads = d.requests[OP_READ as usize];
+    let writes = d.requests[OP_WRITE as usize];
+    let period = period_ns.max(1) as f64;
+    DiskFigures {
+        reads,
+        writes,
+        flushes: d.requests[OP_FLUSH as usize],
+        discards: d.requests[OP_DISCARD as usize],
+        others: d.requests[OP_OTHER as usize],
+        read_bytes: d.bytes[OP_READ as usize],
+        write_bytes: d.bytes[OP_WRITE as usize],
+        discard_bytes: d.bytes[OP_DISCARD as usize],
+        errors: d.errors,
+        read_await_ns: d.latency_ns[OP_READ as usize]
+            .checked_div(reads)
+            .unwrap_or(0),
+        write_await_ns: d.latency_ns[OP_WRITE as usize]
+            .checked_div(writes)
+            .unwrap_or(0),
+        queue_size: d.latency_ns.iter().sum::<u64>() as f64 / period,
+        util_pct: busy_ms.map_or(0.0, |ms| (ms as f64 * 1e6 / period * 100.0).min(100.0)),
+        total_hist: Log2Hist {
+            slots: d.total_hist,
+        },
+        queue_hist: Log2Hist {
+            slots: d.queue_hist,
+        },
+        device_hist: Log2Hist {
+            slots: d.device_hist,
+        },
+        latency: Latency::of(&latencies.total),
+        queue: Latency::of(&latencies.queue),
+        device: Latency::of(&latencies.device),
+    }
+}

@@ -1,0 +1,209 @@
+//! What the model is fed: decoded events and periodic kernel samples (plain data).
+
+use std::fmt;
+
+use iotop_bpf_common::{
+    block::{
+        FLAG_FUA, FLAG_META, FLAG_PARTIAL, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC, OP_COUNT,
+        OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE,
+    },
+    hist::SLOTS,
+};
+
+/// A block device number, `major:minor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Dev {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl Dev {
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+
+    /// From the kernel's internal `dev_t` (`MKDEV`: 12-bit major, 20-bit minor) as block
+    /// tracepoints report it.
+    pub const fn from_kernel(dev: u32) -> Self {
+        Self {
+            major: dev >> 20,
+            minor: dev & ((1 << 20) - 1),
+        }
+    }
+
+    /// To the kernel's internal `dev_t`.
+    pub const fn to_kernel(self) -> u32 {
+        (self.major << 20) | self.minor
+    }
+
+    /// From a user-space `dev_t` (`st_rdev`, glibc encoding).
+    pub fn from_user(rdev: u64) -> Self {
+        // glibc's gnu_dev_major/minor layout.
+        let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0x0000_0fff);
+        let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0x0000_00ff);
+        Self {
+            major: major as u32,
+            minor: minor as u32,
+        }
+    }
+}
+
+impl fmt::Display for Dev {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.major, self.minor)
+    }
+}
+
+/// A task name (`comm`), at most 15 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Comm([u8; 16]);
+
+impl Comm {
+    pub fn from_bytes(raw: [u8; 16]) -> Self {
+        Self(raw)
+    }
+
+    pub fn new(name: &str) -> Self {
+        let mut raw = [0u8; 16];
+        let len = name.len().min(15);
+        raw[..len].copy_from_slice(&name.as_bytes()[..len]);
+        Self(raw)
+    }
+
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        let end = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
+        String::from_utf8_lossy(&self.0[..end])
+    }
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl fmt::Display for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+/// A request's operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    Other,
+}
+
+impl Op {
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            OP_READ => Self::Read,
+            OP_WRITE => Self::Write,
+            OP_FLUSH => Self::Flush,
+            OP_DISCARD => Self::Discard,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One completed block request (or completed part of one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockIo {
+    pub dev: Dev,
+    pub sector: u64,
+    pub bytes: u32,
+    pub op: Op,
+    /// `FLAG_*` bits from the wire record.
+    pub flags: u8,
+    pub tgid: u32,
+    pub pid: u32,
+    pub comm: Comm,
+    pub created_ns: u64,
+    pub issued_ns: u64,
+    pub completed_ns: u64,
+    pub error: i32,
+}
+
+impl BlockIo {
+    pub fn queue_ns(&self) -> u64 {
+        self.issued_ns.saturating_sub(self.created_ns)
+    }
+    pub fn device_ns(&self) -> u64 {
+        self.completed_ns.saturating_sub(self.issued_ns)
+    }
+    pub fn latency_ns(&self) -> u64 {
+        self.completed_ns.saturating_sub(self.created_ns)
+    }
+    pub fn is_sync(&self) -> bool {
+        self.flags & FLAG_SYNC != 0
+    }
+    pub fn is_fua(&self) -> bool {
+        self.flags & FLAG_FUA != 0
+    }
+    pub fn is_meta(&self) -> bool {
+        self.flags & FLAG_META != 0
+    }
+    pub fn is_preflush(&self) -> bool {
+        self.flags & FLAG_PREFLUSH != 0
+    }
+    pub fn is_readahead(&self) -> bool {
+        self.flags & FLAG_READAHEAD != 0
+    }
+    pub fn is_partial(&self) -> bool {
+        self.flags & FLAG_PARTIAL != 0
+    }
+}
+
+/// Per-disk totals kept by the probes in the kernel, cumulative since they were loaded:
+/// exact even when the ring buffer drops records.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DiskTotals {
+    pub dev: Dev,
+    pub requests: [u64; OP_COUNT],
+    pub bytes: [u64; OP_COUNT],
+    /// Sum of request latency (created -> completed) per op, ns.
+    pub latency_ns: [u64; OP_COUNT],
+    pub errors: u64,
+    pub queue_ns: u64,
+    pub device_ns: u64,
+    pub total_hist: [u64; SLOTS],
+    pub queue_hist: [u64; SLOTS],
+    pub device_hist: [u64; SLOTS],
+}
+
+/// The probes' own counters, cumulative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct KernelCounters {
+    /// Records lost because the ring buffer was full.
+    pub ring_dropped: u64,
+    /// Records submitted to the ring buffer.
+    pub records: u64,
+    pub complete_without_start: u64,
+    pub issue_without_start: u64,
+    pub read_failed: u64,
+    pub in_flight_full: u64,
+}
+
+/// `/proc/diskstats` figures the probes do not measure (time the disk was busy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DiskStat {
+    pub dev: Dev,
+    /// Milliseconds with at least one request in flight (`io_ticks`).
+    pub io_ticks_ms: u64,
+}
+
+/// What the feed samples from the kernel at the end of each interval.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct KernelSample {
+    /// `CLOCK_MONOTONIC`, the clock of the event timestamps.
+    pub now_ns: u64,
+    pub counters: KernelCounters,
+    pub disks: Vec<DiskTotals>,
+    pub diskstats: Vec<DiskStat>,
+    /// Device names (`/sys/block/*/dev`), e.g. `7:0` -> `loop0`.
+    pub names: Vec<(Dev, String)>,
+}

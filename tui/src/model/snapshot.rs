@@ -1,0 +1,176 @@
+//! The model's output: plain, owned data describing one closed interval (and the totals since
+//! start), ready for the views, the batch report and the JSON writer.
+
+use super::{
+    Dev,
+    hist::{LatencyHist, Log2Hist},
+};
+
+/// Percentiles of a latency distribution, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Latency {
+    pub fn of(hist: &LatencyHist) -> Self {
+        Self {
+            count: hist.count(),
+            mean_ns: hist.mean_ns(),
+            p50_ns: hist.quantile_ns(0.50),
+            p99_ns: hist.quantile_ns(0.99),
+            p999_ns: hist.quantile_ns(0.999),
+            max_ns: hist.max_ns(),
+        }
+    }
+}
+
+/// Event accounting for the interval, and since start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventStats {
+    /// Records received from the ring buffer in this interval.
+    pub received: u64,
+    /// Records the kernel could not put in the ring buffer (it was full) in this interval.
+    pub dropped: u64,
+    /// Records that could not be decoded (short, unknown kind) in this interval.
+    pub bad: u64,
+    pub received_total: u64,
+    pub dropped_total: u64,
+    pub bad_total: u64,
+    /// Completions of requests never seen created or issued (since start).
+    pub unpaired_total: u64,
+}
+
+/// A disk's figures over some period (the interval, or since start).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DiskFigures {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub others: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub discard_bytes: u64,
+    pub errors: u64,
+    /// Mean latency of reads and writes, ns (iostat's r_await, w_await).
+    pub read_await_ns: u64,
+    pub write_await_ns: u64,
+    /// Average number of requests in flight (iostat's aqu-sz).
+    pub queue_size: f64,
+    /// Percentage of time the disk had a request in flight (iostat's %util).
+    pub util_pct: f64,
+    /// Total, queue and device latency from the kernel's log2 histograms (exact counts).
+    pub total_hist: Log2Hist,
+    pub queue_hist: Log2Hist,
+    pub device_hist: Log2Hist,
+    /// Percentiles from the per-request records (fine-grained; a sample if records dropped).
+    pub latency: Latency,
+    pub queue: Latency,
+    pub device: Latency,
+}
+
+impl DiskFigures {
+    pub fn requests(&self) -> u64 {
+        self.reads + self.writes + self.flushes + self.discards + self.others
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskRow {
+    pub dev: Dev,
+    /// `loop0`, `nvme0n1`, or `major:minor` when the name is unknown.
+    pub name: String,
+    pub interval: DiskFigures,
+    pub total: DiskFigures,
+}
+
+/// A process's I/O over some period.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcFigures {
+    pub reads: u64,
+    pub writes: u64,
+    /// Flushes, discards and other requests.
+    pub others: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub latency: Latency,
+    pub queue: Latency,
+    pub device: Latency,
+    pub queue_hist: Log2Hist,
+    pub device_hist: Log2Hist,
+    pub total_hist: Log2Hist,
+}
+
+impl ProcFigures {
+    pub fn ios(&self) -> u64 {
+        self.reads + self.writes + self.others
+    }
+    pub fn bytes(&self) -> u64 {
+        self.read_bytes + self.write_bytes
+    }
+}
+
+/// A process's I/O to one disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcDeviceRow {
+    pub dev: Dev,
+    pub name: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub others: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcRow {
+    /// The process (thread-group) id.
+    pub tgid: u32,
+    /// The comm of the thread that most recently submitted I/O.
+    pub comm: String,
+    pub interval: ProcFigures,
+    pub total: ProcFigures,
+    /// Per disk, for the interval; empty rows are left out.
+    pub devices: Vec<ProcDeviceRow>,
+}
+
+/// One closed interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Intervals closed so far (1 for the first).
+    pub seq: u64,
+    /// `CLOCK_MONOTONIC` at the end of the interval.
+    pub now_ns: u64,
+    pub interval_ns: u64,
+    pub elapsed_ns: u64,
+    pub events: EventStats,
+    /// Sorted by name.
+    pub disks: Vec<DiskRow>,
+    /// Every process seen (recently), sorted by pid; views sort and filter.
+    pub procs: Vec<ProcRow>,
+}
+
+impl Snapshot {
+    pub fn interval_secs(&self) -> f64 {
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "an interval is far below 2^52 ns"
+        )]
+        let ns = self.interval_ns as f64;
+        ns / 1e9
+    }
+
+    /// `count` per second over the interval.
+    pub fn rate(&self, count: u64) -> f64 {
+        let secs = self.interval_secs();
+        #[expect(clippy::cast_precision_loss, reason = "display rates")]
+        let count = count as f64;
+        if secs > 0.0 { count / secs } else { 0.0 }
+    }
+}

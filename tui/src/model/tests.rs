@@ -1,0 +1,342 @@
+//! The aggregator on synthetic event streams.
+
+use super::*;
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+const LOOP0: Dev = Dev::new(7, 0);
+const NVME: Dev = Dev::new(259, 0);
+
+#[expect(clippy::too_many_arguments, reason = "a terse event builder for tests")]
+fn io(
+    tgid: u32,
+    comm: &str,
+    dev: Dev,
+    op: Op,
+    bytes: u32,
+    at_ns: u64,
+    queue: u64,
+    device: u64,
+) -> BlockIo {
+    BlockIo {
+        dev,
+        sector: at_ns / 512,
+        bytes,
+        op,
+        flags: 0,
+        tgid,
+        pid: tgid,
+        comm: Comm::new(comm),
+        created_ns: at_ns,
+        issued_ns: at_ns + queue,
+        completed_ns: at_ns + queue + device,
+        error: 0,
+    }
+}
+
+/// Kernel totals consistent with a set of events (what the probes would have counted).
+fn totals_of(events: &[BlockIo]) -> Vec<DiskTotals> {
+    let mut by_dev: std::collections::BTreeMap<Dev, DiskTotals> = std::collections::BTreeMap::new();
+    for e in events {
+        let t = by_dev.entry(e.dev).or_insert_with(|| DiskTotals {
+            dev: e.dev,
+            ..DiskTotals::default()
+        });
+        let op = match e.op {
+            Op::Read => 0,
+            Op::Write => 1,
+            Op::Flush => 2,
+            Op::Discard => 3,
+            Op::Other => 4,
+        };
+        t.requests[op] += 1;
+        t.bytes[op] += u64::from(e.bytes);
+        t.latency_ns[op] += e.latency_ns();
+        t.queue_ns += e.queue_ns();
+        t.device_ns += e.device_ns();
+        t.total_hist[iotop_bpf_common::hist::log2_slot(e.latency_ns()) as usize] += 1;
+        t.queue_hist[iotop_bpf_common::hist::log2_slot(e.queue_ns()) as usize] += 1;
+        t.device_hist[iotop_bpf_common::hist::log2_slot(e.device_ns()) as usize] += 1;
+    }
+    by_dev.into_values().collect()
+}
+
+fn sample(now_ns: u64, events: &[BlockIo]) -> KernelSample {
+    KernelSample {
+        now_ns,
+        counters: KernelCounters {
+            records: events.len() as u64,
+            ..KernelCounters::default()
+        },
+        disks: totals_of(events),
+        diskstats: vec![],
+        names: vec![(LOOP0, "loop0".into()), (NVME, "nvme0n1".into())],
+    }
+}
+
+fn run(events: &[BlockIo], now_ns: u64) -> Snapshot {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    for e in events {
+        model.ingest(e);
+    }
+    model.tick(&sample(now_ns, events))
+}
+
+#[test]
+fn requests_are_attributed_to_the_submitting_process_and_disk() {
+    let mut events = vec![];
+    for i in 0..100 {
+        events.push(io(
+            42,
+            "pg",
+            NVME,
+            Op::Write,
+            8192,
+            i * MS,
+            10 * US,
+            900 * US,
+        ));
+    }
+    for i in 0..1000 {
+        events.push(io(
+            7,
+            "cp",
+            LOOP0,
+            Op::Read,
+            131_072,
+            i * MS,
+            2 * US,
+            90 * US,
+        ));
+    }
+    let snap = run(&events, 1_000 * MS);
+
+    let pg = snap.procs.iter().find(|p| p.tgid == 42).unwrap();
+    assert_eq!(pg.comm, "pg");
+    assert_eq!(
+        (pg.interval.writes, pg.interval.write_bytes),
+        (100, 100 * 8192)
+    );
+    assert_eq!((pg.interval.reads, pg.interval.read_bytes), (0, 0));
+    assert_eq!(pg.devices.len(), 1);
+    assert_eq!(pg.devices[0].name, "nvme0n1");
+    assert_eq!(pg.devices[0].writes, 100);
+
+    let cp = snap.procs.iter().find(|p| p.tgid == 7).unwrap();
+    assert_eq!(
+        (cp.interval.reads, cp.interval.read_bytes),
+        (1000, 1000 * 131_072)
+    );
+    assert_eq!(cp.devices[0].dev, LOOP0);
+
+    let loop0 = snap.disks.iter().find(|d| d.name == "loop0").unwrap();
+    assert_eq!((loop0.interval.reads, loop0.interval.writes), (1000, 0));
+    assert_eq!(snap.events.received, 1100);
+}
+
+#[test]
+fn rates_are_per_second_of_the_interval() {
+    let events: Vec<_> = (0..500)
+        .map(|i| io(1, "dd", LOOP0, Op::Write, 4096, i * MS, 0, 50 * US))
+        .collect();
+    let snap = run(&events, 500 * MS); // half a second
+    assert!((snap.interval_secs() - 0.5).abs() < 1e-9);
+    let dd = &snap.procs[0];
+    assert!((snap.rate(dd.interval.writes) - 1000.0).abs() < 1e-6);
+    assert!((snap.rate(dd.interval.write_bytes) - 4096.0 * 1000.0).abs() < 1e-3);
+}
+
+#[test]
+fn histogram_totals_equal_request_counts() {
+    let mut events = vec![];
+    for i in 0..777u64 {
+        events.push(io(
+            3,
+            "fio",
+            LOOP0,
+            Op::Read,
+            4096,
+            i * US,
+            (i % 13) * US,
+            (i % 97 + 1) * 10 * US,
+        ));
+    }
+    for i in 0..33u64 {
+        events.push(io(
+            4,
+            "jbd2/loop0-8",
+            LOOP0,
+            Op::Flush,
+            0,
+            i * US,
+            0,
+            3 * MS,
+        ));
+    }
+    let snap = run(&events, 1_000 * MS);
+    let disk = &snap.disks[0];
+    assert_eq!(disk.interval.requests(), 810);
+    assert_eq!(disk.interval.total_hist.total(), 810);
+    assert_eq!(disk.interval.queue_hist.total(), 810);
+    assert_eq!(disk.interval.device_hist.total(), 810);
+    assert_eq!(disk.interval.flushes, 33);
+    let fio = snap.procs.iter().find(|p| p.tgid == 3).unwrap();
+    assert_eq!(fio.interval.total_hist.total(), 777);
+    assert_eq!(fio.interval.latency.count, 777);
+}
+
+#[test]
+fn percentiles_of_a_known_distribution() {
+    // Device times 1..=1000 us, no queueing: p50 = 500 us, p99 = 990 us, max = 1000 us.
+    let events: Vec<_> = (1..=1000u64)
+        .map(|i| io(9, "db", NVME, Op::Read, 4096, i * MS, 0, i * US))
+        .collect();
+    let snap = run(&events, 2_000 * MS);
+    let lat = snap.procs[0].interval.latency;
+    let close = |got: u64, want: u64| got.abs_diff(want) * 100 <= want * 2;
+    assert!(close(lat.p50_ns, 500 * US), "p50 {}", lat.p50_ns);
+    assert!(close(lat.p99_ns, 990 * US), "p99 {}", lat.p99_ns);
+    assert!(close(lat.p999_ns, 999 * US), "p99.9 {}", lat.p999_ns);
+    assert_eq!(lat.max_ns, 1000 * US);
+    let disk = &snap.disks[0];
+    assert!(close(disk.interval.device.p50_ns, 500 * US));
+    assert_eq!(disk.interval.queue.max_ns, 0);
+    // Mean latency of reads (iostat r_await) is exact: it comes from the kernel sums.
+    assert_eq!(disk.interval.read_await_ns, 500_500);
+}
+
+#[test]
+fn queue_time_and_device_time_are_kept_apart() {
+    let events: Vec<_> = (0..100)
+        .map(|i| io(5, "tar", LOOP0, Op::Write, 65_536, i * MS, 8 * MS, 100 * US))
+        .collect();
+    let snap = run(&events, 1_000 * MS);
+    let tar = &snap.procs[0].interval;
+    assert_eq!(tar.queue.p50_ns / MS, 8);
+    assert!(tar.device.p50_ns < 110 * US && tar.device.p50_ns > 90 * US);
+    // aqu-sz: 100 requests x 8.1 ms in flight over 1 s = 0.81.
+    assert!((snap.disks[0].interval.queue_size - 0.81).abs() < 1e-9);
+}
+
+#[test]
+fn intervals_reset_and_totals_accumulate() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let first: Vec<_> = (0..10)
+        .map(|i| io(1, "a", LOOP0, Op::Read, 512, i * MS, 0, US))
+        .collect();
+    for e in &first {
+        model.ingest(e);
+    }
+    let s1 = model.tick(&sample(1_000 * MS, &first));
+    let second: Vec<_> = (0..5)
+        .map(|i| io(1, "a", LOOP0, Op::Read, 512, 1_000 * MS + i * MS, 0, US))
+        .collect();
+    for e in &second {
+        model.ingest(e);
+    }
+    let all: Vec<_> = first.iter().chain(&second).copied().collect();
+    let s2 = model.tick(&sample(2_000 * MS, &all));
+    assert_eq!(s1.procs[0].interval.reads, 10);
+    assert_eq!(s2.procs[0].interval.reads, 5);
+    assert_eq!(s2.procs[0].total.reads, 15);
+    assert_eq!(
+        s2.disks[0].interval.reads, 5,
+        "disk interval = kernel delta"
+    );
+    assert_eq!(s2.disks[0].total.reads, 15);
+    assert_eq!(s2.events.received, 5);
+    assert_eq!(s2.events.received_total, 15);
+    assert_eq!(s2.seq, 2);
+    assert_eq!(s2.elapsed_ns, 2_000 * MS);
+}
+
+#[test]
+fn drops_and_bad_records_are_reported_per_interval() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    model.note_bad_record();
+    let mut s = sample(1_000 * MS, &[]);
+    s.counters.ring_dropped = 7;
+    let snap = model.tick(&s);
+    assert_eq!((snap.events.dropped, snap.events.bad), (7, 1));
+    s.now_ns = 2_000 * MS;
+    s.counters.ring_dropped = 9;
+    let snap = model.tick(&s);
+    assert_eq!(
+        (
+            snap.events.dropped,
+            snap.events.dropped_total,
+            snap.events.bad_total
+        ),
+        (2, 9, 1)
+    );
+}
+
+#[test]
+fn utilisation_comes_from_busy_time() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let events = [io(1, "a", LOOP0, Op::Read, 4096, 0, 0, US)];
+    model.ingest(&events[0]);
+    let mut s = sample(1_000 * MS, &events);
+    s.diskstats = vec![DiskStat {
+        dev: LOOP0,
+        io_ticks_ms: 5_000,
+    }];
+    let first = model.tick(&s);
+    assert!(
+        first.disks[0].interval.util_pct.abs() < 1e-9,
+        "no baseline yet"
+    );
+    s.now_ns = 2_000 * MS;
+    s.diskstats = vec![DiskStat {
+        dev: LOOP0,
+        io_ticks_ms: 5_250,
+    }];
+    let second = model.tick(&s);
+    assert!((second.disks[0].interval.util_pct - 25.0).abs() < 1e-9);
+}
+
+#[test]
+fn idle_processes_are_forgotten() {
+    let settings = Settings {
+        forget_after_ns: 5_000 * MS,
+        max_procs: 2,
+    };
+    let mut model = Aggregator::new(settings, 0);
+    for (tgid, at) in [(1, 0), (2, 100 * MS), (3, 200 * MS)] {
+        model.ingest(&io(tgid, "x", LOOP0, Op::Read, 512, at, 0, US));
+    }
+    let snap = model.tick(&sample(1_000 * MS, &[]));
+    assert_eq!(
+        snap.procs.len(),
+        3,
+        "the snapshot still shows this interval's processes"
+    );
+    let snap = model.tick(&sample(2_000 * MS, &[]));
+    let pids: Vec<u32> = snap.procs.iter().map(|p| p.tgid).collect();
+    assert_eq!(pids, vec![2, 3], "the oldest goes when over max_procs");
+    // pid 2 has now been idle for 5.05 s: shown in this snapshot, gone from the next.
+    let snap = model.tick(&sample(5_150 * MS, &[]));
+    assert_eq!(snap.procs.len(), 2);
+    let snap = model.tick(&sample(5_180 * MS, &[]));
+    let pids: Vec<u32> = snap.procs.iter().map(|p| p.tgid).collect();
+    assert_eq!(pids, vec![3]);
+}
+
+#[test]
+fn same_events_give_the_same_snapshot() {
+    let events: Vec<_> = (0..200u64)
+        .map(|i| {
+            io(
+                (i % 5) as u32,
+                "w",
+                LOOP0,
+                Op::Write,
+                4096,
+                i * MS,
+                i * US,
+                2 * i * US,
+            )
+        })
+        .collect();
+    assert_eq!(run(&events, 1_000 * MS), run(&events, 1_000 * MS));
+}

@@ -1,0 +1,286 @@
+//! Loading and attaching the eBPF probes, with field offsets taken from tracefs.
+
+pub mod privilege;
+pub mod tracefs;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::TracePoint,
+};
+use iotop_bpf_common::{
+    block::{ORIGIN_INSERT, ORIGIN_START},
+    maps::{COUNTERS, DISK_AGGREGATES, DiskAggregate, EVENTS},
+    rwbs::RWBS_READ_LEN,
+    tracepoint::{
+        ABSENT, FieldOffsets, GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS,
+        GLOBAL_ISSUE_FIELDS, GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN,
+        GLOBAL_WAKEUP_BYTES,
+    },
+};
+
+use self::{
+    privilege::Environment,
+    tracefs::{EventFormat, Tracefs},
+};
+
+/// The compiled eBPF object, embedded at build time (empty when built with AYA_BUILD_SKIP).
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iotop-bpf"));
+
+/// Bytes of unread ring data above which the kernel wakes the reader early (between the
+/// reader's own drain ticks). A quarter of the ring leaves room for bursts while it drains.
+const WAKEUP_BYTES: u64 = 4 << 20;
+
+/// Which tracepoint each program sits on, and what is degraded on this kernel.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeReport {
+    pub attached: Vec<String>,
+    /// Human-readable notes on missing sources, e.g. attribution falling back.
+    pub degraded: Vec<String>,
+}
+
+/// The loaded probes. Dropping it detaches every program.
+pub struct Probes {
+    ebpf: Ebpf,
+    pub report: ProbeReport,
+}
+
+/// The maps user space reads.
+pub struct ProbeMaps {
+    pub events: RingBuf<MapData>,
+    pub counters: PerCpuArray<MapData, u64>,
+    pub disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
+}
+
+/// One program and the tracepoint(s) it may attach to, in order of preference.
+struct Attachment {
+    program: &'static str,
+    candidates: &'static [(&'static str, &'static str)],
+    global: &'static str,
+    required: bool,
+}
+
+const START: Attachment = Attachment {
+    program: "block_start",
+    candidates: &[("block", "block_io_start"), ("block", "block_rq_insert")],
+    global: GLOBAL_START_FIELDS,
+    required: false,
+};
+const ISSUE: Attachment = Attachment {
+    program: "block_issue",
+    candidates: &[("block", "block_rq_issue")],
+    global: GLOBAL_ISSUE_FIELDS,
+    required: true,
+};
+const COMPLETE: Attachment = Attachment {
+    program: "block_complete",
+    candidates: &[("block", "block_rq_complete")],
+    global: GLOBAL_COMPLETE_FIELDS,
+    required: true,
+};
+const FRONTMERGE: Attachment = Attachment {
+    program: "block_frontmerge",
+    candidates: &[("block", "block_bio_frontmerge")],
+    global: GLOBAL_FRONTMERGE_FIELDS,
+    required: false,
+};
+const RQ_MERGE: Attachment = Attachment {
+    program: "block_rq_merge",
+    candidates: &[("block", "block_rq_merge")],
+    global: GLOBAL_RQ_MERGE_FIELDS,
+    required: false,
+};
+
+impl Probes {
+    /// Reads the tracepoint layouts, loads the programs with them and attaches them.
+    pub fn load(env: &Environment) -> Result<Self> {
+        if EBPF_OBJECT.is_empty() {
+            bail!(
+                "this binary was built without its eBPF object (AYA_BUILD_SKIP was set); build it with `cargo xtask build`"
+            );
+        }
+        raise_memlock_limit(env.kernel);
+
+        let mut report = ProbeReport::default();
+        let mut plan = Vec::new();
+        let mut offsets = Vec::new();
+        for attachment in [&START, &ISSUE, &COMPLETE, &FRONTMERGE, &RQ_MERGE] {
+            match find_tracepoint(&env.tracefs, attachment)? {
+                Some((category, name, format)) => {
+                    offsets.push((attachment.global, field_offsets(&format)?));
+                    plan.push((attachment.program, category, name));
+                }
+                None if attachment.required => bail!(
+                    "tracepoint {} is missing from this kernel ({}); iotop-bpf needs it",
+                    attachment.candidates.iter().map(|(c, n)| format!("{c}:{n}")).collect::<Vec<_>>().join(" or "),
+                    env.kernel_release
+                ),
+                None => report.degraded.push(match attachment.program {
+                    "block_start" => "no block_io_start or block_rq_insert tracepoint: I/O is attributed to the task that issued it (may be a kworker), and queue time is 0".to_string(),
+                    other => format!("{other}: tracepoint missing, merged requests may be counted as unpaired"),
+                }),
+            }
+        }
+        let start_origin = match plan.iter().find(|(program, ..)| *program == START.program) {
+            Some((_, _, "block_rq_insert")) => {
+                report.degraded.push(
+                    "block_io_start is missing (kernel < 6.5): requests issued without an I/O scheduler are attributed when issued".to_string(),
+                );
+                ORIGIN_INSERT
+            }
+            _ => ORIGIN_START,
+        };
+
+        let mut loader = EbpfLoader::new();
+        for (global, fields) in &offsets {
+            loader.override_global(global, fields, true);
+        }
+        loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
+        loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
+        let mut ebpf = loader
+            .load(EBPF_OBJECT)
+            .context("load the eBPF object into the kernel")?;
+
+        for (program, category, name) in plan {
+            let tracepoint: &mut TracePoint = ebpf
+                .program_mut(program)
+                .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+                .try_into()
+                .with_context(|| format!("{program} is not a tracepoint program"))?;
+            tracepoint
+                .load()
+                .with_context(|| format!("load program {program} (verifier)"))?;
+            tracepoint
+                .attach(category, name)
+                .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
+            report.attached.push(format!("{category}:{name}"));
+        }
+        Ok(Self { ebpf, report })
+    }
+
+    pub fn take_maps(&mut self) -> Result<ProbeMaps> {
+        let mut take = |name: &str| {
+            self.ebpf
+                .take_map(name)
+                .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+        };
+        Ok(ProbeMaps {
+            events: RingBuf::try_from(take(EVENTS)?).context("map EVENTS")?,
+            counters: PerCpuArray::try_from(take(COUNTERS)?).context("map COUNTERS")?,
+            disks: PerCpuHashMap::try_from(take(DISK_AGGREGATES)?)
+                .context("map DISK_AGGREGATES")?,
+        })
+    }
+}
+
+fn find_tracepoint(
+    tracefs: &Tracefs,
+    attachment: &Attachment,
+) -> Result<Option<(&'static str, &'static str, EventFormat)>> {
+    for &(category, name) in attachment.candidates {
+        if let Some(format) = tracefs.format(category, name)? {
+            return Ok(Some((category, name, format)));
+        }
+    }
+    Ok(None)
+}
+
+/// The offsets of the fields the probes read, checked for the sizes the probes assume.
+pub fn field_offsets(format: &EventFormat) -> Result<FieldOffsets> {
+    let find = |name: &str, sizes: &[u32]| -> Result<u32> {
+        match format.field(name) {
+            None => Ok(ABSENT),
+            Some(field)
+                if sizes.contains(&field.size)
+                    || (name == "rwbs" && field.size as usize >= RWBS_READ_LEN) =>
+            {
+                Ok(field.offset)
+            }
+            Some(field) => bail!(
+                "tracepoint {}: field {name} is {} bytes, expected {sizes:?}",
+                format.name,
+                field.size
+            ),
+        }
+    };
+    let offsets = FieldOffsets {
+        dev: find("dev", &[4])?,
+        sector: find("sector", &[8])?,
+        nr_sector: find("nr_sector", &[4])?,
+        bytes: find("bytes", &[4])?,
+        error: find("error", &[4])?,
+        rwbs: find("rwbs", &[])?,
+    };
+    if offsets.dev == ABSENT || offsets.sector == ABSENT {
+        bail!("tracepoint {} has no dev/sector fields", format.name);
+    }
+    Ok(offsets)
+}
+
+/// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones to the memory cgroup.
+/// Raising the limit can fail without CAP_SYS_RESOURCE, which only matters on old kernels.
+fn raise_memlock_limit(kernel: (u32, u32)) {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads a valid rlimit struct.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    if rc != 0 && kernel < (5, 11) {
+        eprintln!(
+            "iotop-bpf: warning: cannot raise RLIMIT_MEMLOCK ({}); loading may fail on this kernel",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tracefs::parse_format, *};
+
+    fn fixture(kernel: &str, event: &str) -> EventFormat {
+        let path = format!(
+            "{}/tests/data/tracefs/{kernel}/{event}.format",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        parse_format(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn offsets_follow_the_kernel() {
+        let new = field_offsets(&fixture("6.18", "block_rq_complete")).unwrap();
+        assert_eq!(
+            new,
+            FieldOffsets {
+                dev: 8,
+                sector: 16,
+                nr_sector: 24,
+                bytes: ABSENT,
+                error: 28,
+                rwbs: 34
+            }
+        );
+        let old = field_offsets(&fixture("6.5", "block_rq_complete")).unwrap();
+        assert_eq!(old.rwbs, 32);
+        let issue = field_offsets(&fixture("6.18", "block_rq_issue")).unwrap();
+        assert_eq!((issue.bytes, issue.error), (28, ABSENT));
+        let start = field_offsets(&fixture("6.18", "block_io_start")).unwrap();
+        assert_eq!((start.dev, start.sector), (8, 16));
+    }
+
+    #[test]
+    fn unexpected_field_sizes_are_refused() {
+        let mut format = fixture("6.18", "block_rq_complete");
+        format
+            .fields
+            .iter_mut()
+            .find(|f| f.name == "sector")
+            .unwrap()
+            .size = 4;
+        let err = field_offsets(&format).unwrap_err().to_string();
+        assert!(err.contains("sector is 4 bytes"), "{err}");
+        format.fields.retain(|f| f.name != "sector");
+        assert!(field_offsets(&format).is_err());
+    }
+}

@@ -1,0 +1,227 @@
+//! One JSON object per interval: the stable scripting interface (DESIGN.md's contract).
+//! Field names here are public: add fields, never rename or remove them.
+
+use iotop_bpf_common::hist::slot_upper_us;
+use serde::Serialize;
+
+use super::active_procs;
+use crate::model::{DiskRow, Latency, Log2Hist, ProcRow, Snapshot};
+
+#[derive(Serialize)]
+pub struct Interval<'a> {
+    pub ts: String,
+    pub interval_s: f64,
+    pub events: Events,
+    pub disks: Vec<Disk<'a>>,
+    pub processes: Vec<Process<'a>>,
+    /// Filled by the D-state pane's source once it lands.
+    pub dstate: Vec<serde_json::Value>,
+    /// Filled by the findings engine once it lands.
+    pub findings: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+pub struct Events {
+    pub received: u64,
+    pub dropped: u64,
+    pub bad: u64,
+    pub unpaired_total: u64,
+}
+
+#[derive(Serialize)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl From<&Latency> for Percentiles {
+    fn from(l: &Latency) -> Self {
+        Self {
+            p50: l.p50_ns / 1000,
+            p99: l.p99_ns / 1000,
+            p999: l.p999_ns / 1000,
+            max: l.max_ns / 1000,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Bucket {
+    pub le: u64,
+    pub count: u64,
+}
+
+/// Buckets up to the last non-empty one (all of them empty -> none).
+fn buckets(hist: &Log2Hist) -> Vec<Bucket> {
+    let last = hist
+        .slots
+        .iter()
+        .rposition(|&n| n != 0)
+        .map_or(0, |i| i + 1);
+    hist.slots[..last]
+        .iter()
+        .enumerate()
+        .map(|(slot, &count)| Bucket {
+            le: slot_upper_us(u32::try_from(slot).unwrap_or(u32::MAX)),
+            count,
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+pub struct Disk<'a> {
+    pub name: &'a str,
+    pub dev: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub discard_bytes: u64,
+    pub errors: u64,
+    pub util_pct: f64,
+    pub aqu_sz: f64,
+    pub r_await_us: u64,
+    pub w_await_us: u64,
+    pub latency_us: Percentiles,
+    pub queue_us: Percentiles,
+    pub device_us: Percentiles,
+    pub histogram_us: Vec<Bucket>,
+    pub queue_histogram_us: Vec<Bucket>,
+    pub device_histogram_us: Vec<Bucket>,
+}
+
+impl<'a> From<&'a DiskRow> for Disk<'a> {
+    fn from(d: &'a DiskRow) -> Self {
+        let f = &d.interval;
+        Self {
+            name: &d.name,
+            dev: d.dev.to_string(),
+            reads: f.reads,
+            writes: f.writes,
+            read_bytes: f.read_bytes,
+            write_bytes: f.write_bytes,
+            flushes: f.flushes,
+            discards: f.discards,
+            discard_bytes: f.discard_bytes,
+            errors: f.errors,
+            util_pct: round2(f.util_pct),
+            aqu_sz: round2(f.queue_size),
+            r_await_us: f.read_await_ns / 1000,
+            w_await_us: f.write_await_ns / 1000,
+            latency_us: (&f.latency).into(),
+            queue_us: (&f.queue).into(),
+            device_us: (&f.device).into(),
+            histogram_us: buckets(&f.total_hist),
+            queue_histogram_us: buckets(&f.queue_hist),
+            device_histogram_us: buckets(&f.device_hist),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ProcessDevice<'a> {
+    pub dev: String,
+    pub name: &'a str,
+    pub reads: u64,
+    pub writes: u64,
+    pub others: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[derive(Serialize)]
+pub struct Process<'a> {
+    pub pid: u32,
+    pub comm: &'a str,
+    pub reads: u64,
+    pub writes: u64,
+    pub others: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Issue 3 (sync latency) fills these; 0 until then.
+    pub logical_write_bytes: u64,
+    pub charged_write_bytes: u64,
+    pub write_amplification: f64,
+    pub ios: u64,
+    pub io_latency_us: Percentiles,
+    pub queue_us: Percentiles,
+    pub device_us: Percentiles,
+    pub syncs: u64,
+    pub sync_latency_us: Percentiles,
+    pub dstate_ms: u64,
+    pub devices: Vec<ProcessDevice<'a>>,
+}
+
+impl<'a> From<&'a ProcRow> for Process<'a> {
+    fn from(p: &'a ProcRow) -> Self {
+        let f = &p.interval;
+        Self {
+            pid: p.tgid,
+            comm: &p.comm,
+            reads: f.reads,
+            writes: f.writes,
+            others: f.others,
+            read_bytes: f.read_bytes,
+            write_bytes: f.write_bytes,
+            logical_write_bytes: 0,
+            charged_write_bytes: 0,
+            write_amplification: 0.0,
+            ios: f.ios(),
+            io_latency_us: (&f.latency).into(),
+            queue_us: (&f.queue).into(),
+            device_us: (&f.device).into(),
+            syncs: 0,
+            sync_latency_us: (&Latency::default()).into(),
+            dstate_ms: 0,
+            devices: p
+                .devices
+                .iter()
+                .map(|d| ProcessDevice {
+                    dev: d.dev.to_string(),
+                    name: &d.name,
+                    reads: d.reads,
+                    writes: d.writes,
+                    others: d.others,
+                    read_bytes: d.read_bytes,
+                    write_bytes: d.write_bytes,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The JSON object of one interval.
+pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a> {
+    Interval {
+        ts,
+        interval_s: (snap.interval_secs() * 1000.0).round() / 1000.0,
+        events: Events {
+            received: snap.events.received,
+            dropped: snap.events.dropped,
+            bad: snap.events.bad,
+            unpaired_total: snap.events.unpaired_total,
+        },
+        // Every disk seen since start, idle ones with zeros, so scripts see a stable list.
+        disks: snap.disks.iter().map(Disk::from).collect(),
+        processes: active_procs(snap, pids)
+            .into_iter()
+            .map(Process::from)
+            .collect(),
+        dstate: Vec::new(),
+        findings: Vec::new(),
+    }
+}
+
+/// One NDJSON line (no trailing newline).
+pub fn to_line(snap: &Snapshot, ts: String, pids: &[u32]) -> String {
+    serde_json::to_string(&interval(snap, ts, pids))
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}

@@ -1,0 +1,75 @@
+//! The batch text report: one block per interval, like `iotop -b` with iostat's disk lines.
+
+use std::fmt::Write as _;
+
+use super::active_procs;
+use crate::{
+    model::Snapshot,
+    units::{mib, ms, us},
+};
+
+/// The report of one interval; `clock` is the wall-clock time to print (HH:MM:SS).
+pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
+    let mut out = String::new();
+    let e = &snap.events;
+    let _ = writeln!(
+        out,
+        "iotop-bpf {clock}  interval {:.1}s  events {:.0}/s  dropped {}  unpaired {}",
+        snap.interval_secs(),
+        snap.rate(e.received),
+        e.dropped,
+        e.unpaired_total
+    );
+    let _ = writeln!(
+        out,
+        "{:<12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>8}",
+        "DEVICE",
+        "r/s",
+        "w/s",
+        "rMB/s",
+        "wMB/s",
+        "r_await",
+        "w_await",
+        "aqu-sz",
+        "%util",
+        "flush/s"
+    );
+    for d in &snap.disks {
+        let f = &d.interval;
+        let _ = writeln!(
+            out,
+            "{:<12} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>6.1} {:>8.1}",
+            d.name,
+            snap.rate(f.reads),
+            snap.rate(f.writes),
+            mib(snap.rate(f.read_bytes)),
+            mib(snap.rate(f.write_bytes)),
+            ms(f.read_await_ns),
+            ms(f.write_await_ns),
+            f.queue_size,
+            f.util_pct,
+            snap.rate(f.flushes),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:>8} {:<16} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "PID", "COMM", "R/s", "W/s", "RMB/s", "WMB/s", "p50(us)", "p99(us)"
+    );
+    for p in active_procs(snap, pids) {
+        let f = &p.interval;
+        let _ = writeln!(
+            out,
+            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0}",
+            p.tgid,
+            p.comm,
+            snap.rate(f.reads),
+            snap.rate(f.writes),
+            mib(snap.rate(f.read_bytes)),
+            mib(snap.rate(f.write_bytes)),
+            us(f.latency.p50_ns),
+            us(f.latency.p99_ns),
+        );
+    }
+    out
+}

@@ -1,0 +1,105 @@
+//! The disks pane, iostat -x style.
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Rect},
+    text::Line,
+    widgets::{Block, Borders, Row, Table, TableState},
+};
+
+use super::{Focus, Theme, UiState, procs::period_secs, theme::SELECTED_SYMBOL};
+use crate::{
+    model::{DiskFigures, DiskRow, Snapshot},
+    units,
+};
+
+pub fn figures<'a>(row: &'a DiskRow, ui: &UiState) -> &'a DiskFigures {
+    if ui.cumulative {
+        &row.total
+    } else {
+        &row.interval
+    }
+}
+
+/// Disks in name order (stable: iostat order).
+pub fn visible<'a>(snap: &'a Snapshot, _ui: &UiState) -> Vec<&'a DiskRow> {
+    snap.disks.iter().collect()
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    let rows = visible(snap, ui);
+    let secs = period_secs(snap, ui);
+    let wide = area.width >= 110;
+    let rate = |n: u64| {
+        #[expect(clippy::cast_precision_loss, reason = "display rates")]
+        let n = n as f64;
+        n / secs
+    };
+    let mut header: Vec<&str> = vec![
+        "DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "r_await", "w_await", "aqu-sz", "%util",
+    ];
+    let mut widths = vec![
+        Constraint::Length(10),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(6),
+    ];
+    if wide {
+        header.extend(["flush/s", "queue p50", "dev p50", "p99"]);
+        widths.extend([
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Length(7),
+        ]);
+    }
+    let body: Vec<Row> = rows
+        .iter()
+        .map(|d| {
+            let f = figures(d, ui);
+            let mut cells = vec![
+                d.name.clone(),
+                format!("{:.0}", rate(f.reads)),
+                format!("{:.0}", rate(f.writes)),
+                format!("{:.2}", units::mib(rate(f.read_bytes))),
+                format!("{:.2}", units::mib(rate(f.write_bytes))),
+                units::latency(f.read_await_ns),
+                units::latency(f.write_await_ns),
+                format!("{:.2}", f.queue_size),
+                format!("{:.1}", f.util_pct),
+            ];
+            if wide {
+                cells.extend([
+                    format!("{:.0}", rate(f.flushes)),
+                    units::latency(f.queue.p50_ns),
+                    units::latency(f.device.p50_ns),
+                    units::latency(f.latency.p99_ns),
+                ]);
+            }
+            Row::new(cells)
+        })
+        .collect();
+    let focused = ui.focus == Focus::Disks;
+    let block = Block::new().borders(Borders::TOP).title(Line::styled(
+        " Disks ",
+        if focused { theme.key } else { theme.title },
+    ));
+    let table = Table::new(body, widths)
+        .header(Row::new(header).style(theme.header))
+        .block(block)
+        .row_highlight_style(theme.selected)
+        .highlight_symbol(SELECTED_SYMBOL);
+    let mut state = TableState::default();
+    if focused {
+        state.select(
+            ui.selected_disk
+                .and_then(|dev| rows.iter().position(|d| d.dev == dev)),
+        );
+    }
+    frame.render_stateful_widget(table, area, &mut state);
+}

@@ -1,0 +1,60 @@
+//! The help overlay (`?`).
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Flex, Layout, Rect},
+    text::{Line, Span},
+    widgets::{Block, Clear, Paragraph},
+};
+
+use super::Theme;
+
+pub const KEYS: &[(&str, &str)] = &[
+    ("q, Ctrl-C", "quit"),
+    ("space, p", "pause the display (counting goes on)"),
+    ("Tab", "switch pane: processes / disks"),
+    ("↑ ↓, j k", "select a row (the latency pane follows it)"),
+    ("Home, End", "first / last row"),
+    ("s", "next sort column"),
+    ("< >", "sort by the column left / right"),
+    ("r", "reverse the sort"),
+    ("/", "filter: command name or pid; Enter applies"),
+    ("c", "totals since start instead of this interval"),
+    ("Esc", "clear selection and filter"),
+    ("?", "this help"),
+];
+
+pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let width = 66.min(area.width);
+    #[expect(clippy::cast_possible_truncation, reason = "a short constant list")]
+    let height = (KEYS.len() as u16 + 6).min(area.height);
+    let [popup] = Layout::horizontal([Constraint::Length(width)])
+        .flex(Flex::Center)
+        .areas(area);
+    let [popup] = Layout::vertical([Constraint::Length(height)])
+        .flex(Flex::Center)
+        .areas(popup);
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(key, what)| {
+            Line::from(vec![
+                Span::styled(format!("{key:>12}  "), theme.key),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "queue = created→issued (scheduler, plug, throttling)",
+        theme.dim,
+    ));
+    lines.push(Line::styled(
+        "device = issued→completed (the driver and the disk)",
+        theme.dim,
+    ));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" iotop-bpf keys ")),
+        popup,
+    );
+}

@@ -1,0 +1,223 @@
+//! The latency pane: a live biolatency for the selected disk or process, queue time and
+//! device time side by side, with fine-grained percentiles above the log2 bars.
+
+use iotop_bpf_common::hist::SLOTS;
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::Style,
+    text::{Line, Span},
+    widgets::{Block, Borders, Paragraph},
+};
+
+use super::{Focus, Theme, UiState, disks, procs};
+use crate::{
+    model::{Latency, Log2Hist, Snapshot},
+    units,
+};
+
+/// What the pane shows.
+struct Subject {
+    name: String,
+    total: Latency,
+    queue: Latency,
+    device: Latency,
+    queue_hist: Log2Hist,
+    device_hist: Log2Hist,
+}
+
+fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
+    let disk = || {
+        let rows = disks::visible(snap, ui);
+        let row = ui
+            .selected_disk
+            .and_then(|dev| rows.iter().find(|d| d.dev == dev))
+            .or_else(|| rows.iter().max_by_key(|d| disks::figures(d, ui).requests()))?;
+        let f = disks::figures(row, ui);
+        Some(Subject {
+            name: format!("disk {}", row.name),
+            total: f.latency,
+            queue: f.queue,
+            device: f.device,
+            queue_hist: f.queue_hist,
+            device_hist: f.device_hist,
+        })
+    };
+    match ui.focus {
+        Focus::Disks => disk(),
+        Focus::Processes => {
+            let rows = procs::visible(snap, ui);
+            let Some(row) = ui
+                .selected_pid
+                .and_then(|pid| rows.iter().find(|p| p.tgid == pid))
+            else {
+                return disk();
+            };
+            let f = procs::figures(row, ui);
+            Some(Subject {
+                name: format!("pid {} {}", row.tgid, row.comm),
+                total: f.latency,
+                queue: f.queue,
+                device: f.device,
+                queue_hist: f.queue_hist,
+                device_hist: f.device_hist,
+            })
+        }
+    }
+}
+
+/// A power-of-two microsecond bound in a short unit (truncated, as biolatency's labels).
+fn short_us(us: u64) -> (u64, &'static str) {
+    match us {
+        0..1_000 => (us, "us"),
+        1_000..1_000_000 => (us / 1_000, "ms"),
+        _ => (us / 1_000_000, "s"),
+    }
+}
+
+/// `[lo, hi)` of a slot, short: `<1us`, `1-2us`, `512us-1ms`, `1-2ms`, `1-2s`.
+pub fn slot_label(slot: usize) -> String {
+    if slot == 0 {
+        return "<1us".to_string();
+    }
+    let ((lo, lo_unit), (hi, hi_unit)) = (short_us(1 << (slot - 1)), short_us(1 << slot));
+    if slot == SLOTS - 1 {
+        format!(">={lo}{lo_unit}")
+    } else if lo_unit == hi_unit {
+        format!("{lo}-{hi}{hi_unit}")
+    } else {
+        format!("{lo}{lo_unit}-{hi}{hi_unit}")
+    }
+}
+
+/// The slots to draw: up to `rows` of them, ending at the highest non-empty slot of either
+/// histogram (the tail is what people look for), starting no lower than the lowest. When the
+/// range does not fit, the first row also counts everything below it (drawn as `<lo`).
+fn slot_window(a: &Log2Hist, b: &Log2Hist, rows: usize) -> std::ops::Range<usize> {
+    let used = |h: &Log2Hist| {
+        let first = h.slots.iter().position(|&n| n > 0)?;
+        let last = h.slots.iter().rposition(|&n| n > 0)?;
+        Some((first, last))
+    };
+    let (first, last) = match (used(a), used(b)) {
+        (Some((f1, l1)), Some((f2, l2))) => (f1.min(f2), l1.max(l2)),
+        (Some(r), None) | (None, Some(r)) => r,
+        (None, None) => return 0..0,
+    };
+    let start = first.max((last + 1).saturating_sub(rows));
+    start..last + 1
+}
+
+fn bars<'a>(
+    hist: &Log2Hist,
+    window: std::ops::Range<usize>,
+    width: u16,
+    style: Style,
+) -> Vec<Line<'a>> {
+    let start = window.start;
+    // The first row folds in every slot below the window.
+    let count = |slot: usize| {
+        if slot == start {
+            hist.slots[..=slot].iter().sum()
+        } else {
+            hist.slots[slot]
+        }
+    };
+    let max = window.clone().map(count).max().unwrap_or(0).max(1);
+    let bar_width = usize::from(width.saturating_sub(21));
+    window
+        .map(|slot| {
+            let n = count(slot);
+            let len = usize::try_from(u128::from(n) * bar_width as u128 / u128::from(max)).unwrap_or(bar_width);
+            let len = if n > 0 { len.max(1) } else { 0 };
+            let label = if slot == start && slot > 0 && hist.slots[..slot].iter().any(|&n| n > 0) {
+                let (upper, unit) = short_us(1 << slot);
+                format!("<{upper}{unit}")
+            } else {
+                slot_label(slot)
+            };
+            Line::from(vec![
+                Span::raw(format!("{label:>11} {n:>7} ")),
+                Span::styled("█".repeat(len), style),
+            ])
+        })
+        .collect()
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    let Some(s) = subject(snap, ui) else {
+        let block = Block::new()
+            .borders(Borders::TOP)
+            .title(Line::styled(" Latency ", theme.title));
+        frame.render_widget(
+            Paragraph::new("no block I/O yet")
+                .style(theme.dim)
+                .block(block),
+            area,
+        );
+        return;
+    };
+    let title = format!(
+        " Latency {}: p50 {} p99 {} p99.9 {} max {} n={} ",
+        s.name,
+        units::latency(s.total.p50_ns),
+        units::latency(s.total.p99_ns),
+        units::latency(s.total.p999_ns),
+        units::latency(s.total.max_ns),
+        s.total.count,
+    );
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .title(Line::styled(title, theme.title));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [left, right] =
+        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(inner);
+    let rows = usize::from(inner.height.saturating_sub(1));
+    let window = slot_window(&s.queue_hist, &s.device_hist, rows);
+    for (area, label, lat, hist, style) in [
+        (left, "queue", s.queue, &s.queue_hist, theme.queue_bar),
+        (right, "device", s.device, &s.device_hist, theme.device_bar),
+    ] {
+        let mut lines = vec![Line::from(vec![
+            Span::styled(format!("{label} "), theme.key),
+            Span::raw(format!(
+                "p50 {} p99 {}",
+                units::latency(lat.p50_ns),
+                units::latency(lat.p99_ns)
+            )),
+        ])];
+        lines.extend(bars(hist, window.clone(), area.width, style));
+        frame.render_widget(Paragraph::new(lines), area);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_labels() {
+        assert_eq!(slot_label(0), "<1us");
+        assert_eq!(slot_label(1), "1-2us");
+        assert_eq!(slot_label(7), "64-128us");
+        assert_eq!(slot_label(10), "512us-1ms");
+        assert_eq!(slot_label(11), "1-2ms");
+        assert_eq!(slot_label(20), "524ms-1s");
+        assert_eq!(slot_label(SLOTS - 1), ">=1073s");
+    }
+
+    #[test]
+    fn the_window_keeps_the_tail() {
+        let mut a = Log2Hist::default();
+        let mut b = Log2Hist::default();
+        a.slots[2] = 5;
+        b.slots[12] = 1;
+        assert_eq!(slot_window(&a, &b, 20), 2..13);
+        assert_eq!(slot_window(&a, &b, 4), 9..13);
+        assert_eq!(
+            slot_window(&Log2Hist::default(), &Log2Hist::default(), 4),
+            0..0
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! The live view. One pane, one module; every pane renders from the [`Snapshot`] and the
+//! [`UiState`] only.
+//!
+//! ```text
+//! ┌ status: host kernel uptime events/s dropped interval [PAUSED]        ┐
+//! ├ Disks ─ iostat -x columns, one row per disk ─────────────────────────┤
+//! ├ Processes ─ PID COMM R/s W/s RMB/s WMB/s p50 p99 (sortable, filter) ─┤
+//! ├ Latency ─ selected disk/process: queue hist │ device hist ───────────┤
+//! └ keys / filter prompt / degraded notes                                ┘
+//! ```
+
+pub mod disks;
+pub mod help;
+pub mod latency;
+pub mod procs;
+mod state;
+pub mod status;
+pub mod theme;
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout},
+    widgets::Paragraph,
+};
+
+pub use self::{
+    state::{Focus, SortKey, UiState},
+    theme::Theme,
+};
+use crate::model::Snapshot;
+
+/// Below this the panes cannot show their columns: say so instead of drawing garbage.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+
+pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let msg = format!(
+            "Terminal too small: {}x{}, iotop-bpf needs at least {MIN_WIDTH}x{MIN_HEIGHT}. Enlarge it or press q.",
+            area.width, area.height
+        );
+        frame.render_widget(
+            Paragraph::new(msg).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    let disk_rows = u16::try_from(snap.disks.len())
+        .unwrap_or(u16::MAX)
+        .clamp(1, 6);
+    let latency_rows = (area.height / 3).clamp(7, 16);
+    let [status_area, disks_area, procs_area, latency_area, keys_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(disk_rows + 2),
+        Constraint::Min(5),
+        Constraint::Length(latency_rows),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    status::render(frame, status_area, snap, ui, theme);
+    disks::render(frame, disks_area, snap, ui, theme);
+    procs::render(frame, procs_area, snap, ui, theme);
+    latency::render(frame, latency_area, snap, ui, theme);
+    status::render_keys(frame, keys_area, ui, theme);
+    if ui.show_help {
+        help::render(frame, area, theme);
+    }
+}

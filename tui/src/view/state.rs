@@ -1,0 +1,97 @@
+//! What the viewer chose: focus, sort, filter, selection, pause. The only mutable input of
+//! rendering; the data itself comes from the [`Snapshot`](crate::model::Snapshot).
+
+use crate::model::Dev;
+
+/// The pane that has the keyboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Focus {
+    #[default]
+    Processes,
+    Disks,
+}
+
+/// Process table sort keys, in column order (`<` and `>` move along this list).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SortKey {
+    Pid,
+    Comm,
+    ReadOps,
+    WriteOps,
+    ReadBytes,
+    WriteBytes,
+    #[default]
+    TotalBytes,
+    P50,
+    P99,
+}
+
+impl SortKey {
+    pub const ALL: [Self; 9] = [
+        Self::Pid,
+        Self::Comm,
+        Self::ReadOps,
+        Self::WriteOps,
+        Self::ReadBytes,
+        Self::WriteBytes,
+        Self::TotalBytes,
+        Self::P50,
+        Self::P99,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pid => "PID",
+            Self::Comm => "COMM",
+            Self::ReadOps => "R/s",
+            Self::WriteOps => "W/s",
+            Self::ReadBytes => "RMB/s",
+            Self::WriteBytes => "WMB/s",
+            Self::TotalBytes => "I/O MB/s",
+            Self::P50 => "p50",
+            Self::P99 => "p99",
+        }
+    }
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|&k| k == self).unwrap_or(0)
+    }
+
+    pub fn next(self) -> Self {
+        Self::ALL[(self.index() + 1) % Self::ALL.len()]
+    }
+
+    pub fn prev(self) -> Self {
+        Self::ALL[(self.index() + Self::ALL.len() - 1) % Self::ALL.len()]
+    }
+
+    /// Names and pids read best ascending, rates and latencies descending.
+    pub fn descending_by_default(self) -> bool {
+        !matches!(self, Self::Pid | Self::Comm)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct UiState {
+    pub focus: Focus,
+    pub sort: SortKey,
+    /// Flip the key's natural direction.
+    pub reversed: bool,
+    /// Case-insensitive substring of the comm, or an exact pid.
+    pub filter: String,
+    /// The filter is being typed.
+    pub editing_filter: bool,
+    /// Selection by identity, so rows can move under it without the selection jumping.
+    pub selected_pid: Option<u32>,
+    pub selected_disk: Option<Dev>,
+    /// Show totals since start instead of the last interval.
+    pub cumulative: bool,
+    /// Keep showing the same snapshot (the model keeps counting underneath).
+    pub paused: bool,
+    pub show_help: bool,
+    /// Host and kernel, for the status bar.
+    pub host: String,
+    pub kernel: String,
+    /// Degraded sources, shown once in the status line.
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,73 @@
+//! The status bar (top line) and the key line (bottom line).
+
+use ratatui::{
+    Frame,
+    layout::Rect,
+    text::{Line, Span},
+};
+
+use super::{Theme, UiState};
+use crate::{model::Snapshot, units};
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    let e = &snap.events;
+    let mut spans = vec![
+        Span::styled("iotop-bpf", theme.title),
+        Span::raw(format!(" {} {} ", ui.host, ui.kernel)),
+        Span::raw(format!("up {} ", units::elapsed(snap.elapsed_ns))),
+        Span::raw(format!("{:.0} ev/s ", snap.rate(e.received))),
+    ];
+    let dropped = if ui.cumulative {
+        e.dropped_total
+    } else {
+        e.dropped
+    };
+    let dropped_text = format!("dropped {dropped} ");
+    spans.push(if dropped > 0 {
+        Span::styled(dropped_text, theme.warn)
+    } else {
+        Span::raw(dropped_text)
+    });
+    spans.push(Span::raw(format!("every {:.1}s ", snap.interval_secs())));
+    if ui.cumulative {
+        spans.push(Span::styled("[TOTALS] ", theme.key));
+    }
+    if ui.paused {
+        spans.push(Span::styled("[PAUSED] ", theme.warn));
+    }
+    frame.render_widget(Line::from(spans), area);
+}
+
+pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
+    let line = if ui.editing_filter {
+        Line::from(vec![
+            Span::styled("Filter (comm or pid): ", theme.key),
+            Span::raw(format!("{}_", ui.filter)),
+            Span::styled("  Enter apply  Esc clear", theme.dim),
+        ])
+    } else if let Some(note) = ui.notes.first() {
+        Line::from(vec![
+            Span::styled("degraded: ", theme.warn),
+            Span::raw(note.clone()),
+        ])
+    } else {
+        let mut spans = Vec::new();
+        for (key, what) in [
+            ("q", "quit"),
+            ("spc", "pause"),
+            ("Tab", "pane"),
+            ("s/<>", "sort"),
+            ("/", "filter"),
+            ("c", "totals"),
+            ("?", "help"),
+        ] {
+            spans.push(Span::styled(key, theme.key));
+            spans.push(Span::raw(format!(" {what}  ")));
+        }
+        if !ui.filter.is_empty() {
+            spans.push(Span::styled(format!("filter: {}", ui.filter), theme.warn));
+        }
+        Line::from(spans)
+    };
+    frame.render_widget(line, area);
+}

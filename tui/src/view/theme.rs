@@ -1,0 +1,37 @@
+//! Colours and symbols. Meaning is always carried by text or symbols as well, never by colour
+//! alone (terminals differ, people differ).
+
+use ratatui::style::{Color, Modifier, Style};
+
+#[derive(Clone, Copy, Debug)]
+pub struct Theme {
+    pub title: Style,
+    pub header: Style,
+    pub selected: Style,
+    pub dim: Style,
+    pub warn: Style,
+    pub queue_bar: Style,
+    pub device_bar: Style,
+    pub key: Style,
+}
+
+impl Default for Theme {
+    fn default() -> Self {
+        Self {
+            title: Style::new().add_modifier(Modifier::BOLD),
+            header: Style::new()
+                .fg(Color::Black)
+                .bg(Color::Cyan)
+                .add_modifier(Modifier::BOLD),
+            selected: Style::new().add_modifier(Modifier::REVERSED),
+            dim: Style::new().fg(Color::DarkGray),
+            warn: Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            queue_bar: Style::new().fg(Color::Magenta),
+            device_bar: Style::new().fg(Color::Green),
+            key: Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        }
+    }
+}
+
+/// Marks the selected row, so selection is visible without colour.
+pub const SELECTED_SYMBOL: &str = "▶";
