@@ -1,1 +1,243 @@
+//! Helpers for the privileged end-to-end tests: real probes, real loop-backed filesystems,
+//! real workloads. Run them with `cargo xtask test` (as root, one at a time).
 
+use std::{
+    io::{BufRead as _, BufReader},
+    os::unix::process::ExitStatusExt as _,
+    path::{Path, PathBuf},
+    process::{Child, ChildStdout, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+/// True when the test may run. Without root it skips with a visible message, except under CI
+/// (`CI=true`), where a privileged test that cannot run is a failure.
+#[must_use]
+pub fn require_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "{test}: needs root, and CI=true forbids skipping privileged tests"
+    );
+    eprintln!("SKIPPED {test}: needs root (run `cargo xtask test`, which uses sudo)");
+    false
+}
+
+/// The release binary under test: `IOTOP_BPF_BIN`, else the workspace's target/release.
+#[must_use]
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("IOTOP_BPF_BIN") {
+        return PathBuf::from(path);
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/iotop-bpf");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask build` or set IOTOP_BPF_BIN",
+        path.display()
+    );
+    path
+}
+
+/// Runs a command and panics with its output when it fails.
+pub fn sh(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e} (is it installed? `cargo xtask setup`)"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A filesystem on a loop device backed by a file in /dev/shm (so the loop device's own
+/// backing I/O causes no further block I/O). Torn down on drop.
+pub struct LoopFs {
+    pub device: String,
+    /// `major:minor`, as the JSON reports devices.
+    pub dev: String,
+    /// `loop7`.
+    pub name: String,
+    pub mountpoint: PathBuf,
+    backing: PathBuf,
+}
+
+impl LoopFs {
+    pub fn new(fs: &str, size_mib: u64) -> Self {
+        let tag = format!("iotop-bpf-test-{}-{fs}", std::process::id());
+        let backing = PathBuf::from(format!("/dev/shm/{tag}.img"));
+        let file = std::fs::File::create(&backing).expect("create the backing file in /dev/shm");
+        file.set_len(size_mib << 20).expect("size the backing file");
+        drop(file);
+        let device = sh(
+            "losetup",
+            &["-f", "--show", "--direct-io=off", backing.to_str().unwrap()],
+        )
+        .trim()
+        .to_string();
+        match fs {
+            "ext4" => sh(
+                "mkfs.ext4",
+                &[
+                    "-q",
+                    "-F",
+                    "-E",
+                    "lazy_itable_init=0,lazy_journal_init=0",
+                    &device,
+                ],
+            ),
+            "xfs" => sh("mkfs.xfs", &["-q", "-f", &device]),
+            other => panic!("unsupported filesystem {other}"),
+        };
+        let mountpoint = std::env::temp_dir().join(&tag);
+        std::fs::create_dir_all(&mountpoint).unwrap();
+        sh("mount", &[&device, mountpoint.to_str().unwrap()]);
+        let name = device.trim_start_matches("/dev/").to_string();
+        let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+            .unwrap()
+            .trim()
+            .to_string();
+        Self {
+            device,
+            dev,
+            name,
+            mountpoint,
+            backing,
+        }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.mountpoint.join(file)
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mountpoint).status();
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        let _ = std::fs::remove_dir(&self.mountpoint);
+        let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+/// `iotop-bpf --json` running in the background; its lines are collected as they come.
+pub struct JsonRun {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<Value>,
+}
+
+impl JsonRun {
+    /// Starts the tool and waits for its first interval, so the probes are attached.
+    pub fn start(extra_args: &[&str]) -> Self {
+        let mut child = Command::new(binary())
+            .args(["--json", "-d", "0.5"])
+            .args(extra_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start iotop-bpf");
+        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut run = Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        let first = run
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| {
+                let status = run.child.try_wait();
+                panic!("iotop-bpf printed nothing in 30 s ({e}); exit status {status:?}")
+            });
+        run.seen.push(parse(&first));
+        run
+    }
+
+    /// Stops the tool with SIGINT (it reports the partial interval) and returns every
+    /// interval it printed.
+    pub fn stop(mut self) -> Vec<Value> {
+        // SAFETY: kill with a valid pid and signal.
+        unsafe { libc::kill(i32::try_from(self.child.id()).unwrap(), libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "iotop-bpf did not exit after SIGINT"
+            );
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            status.success(),
+            "iotop-bpf exited with {status:?} (signal {:?})",
+            status.signal()
+        );
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.seen.push(parse(&line));
+        }
+        self.seen
+    }
+}
+
+fn parse(line: &str) -> Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// `u64` field of a JSON object (panics with context when missing).
+#[must_use]
+pub fn num(value: &Value, field: &str) -> u64 {
+    value[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no numeric {field:?} in {value}"))
+}
+
+/// The figures a process had on one device, summed over every interval.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DeviceTotals {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[must_use]
+pub fn process_on_device(intervals: &[Value], pid: u32, dev: &str) -> DeviceTotals {
+    let mut out = DeviceTotals::default();
+    for interval in intervals {
+        for p in interval["processes"].as_array().unwrap() {
+            if p["pid"].as_u64() != Some(u64::from(pid)) {
+                continue;
+            }
+            for d in p["devices"].as_array().unwrap() {
+                if d["dev"] == dev {
+                    out.reads += num(d, "reads");
+                    out.writes += num(d, "writes");
+                    out.read_bytes += num(d, "read_bytes");
+                    out.write_bytes += num(d, "write_bytes");
+                }
+            }
+        }
+    }
+    out
+}

@@ -227,3 +227,138 @@ pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    use super::*;
+    use crate::{model::fixtures::demo_snapshot, view::SortKey};
+
+    fn app() -> App {
+        let mut app = App::new(UiState::default());
+        app.update(demo_snapshot());
+        app
+    }
+
+    fn press(app: &mut App, code: KeyCode) -> Flow {
+        app.on_key(KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    fn typed(app: &mut App, text: &str) {
+        for c in text.chars() {
+            press(app, KeyCode::Char(c));
+        }
+    }
+
+    #[test]
+    fn q_and_ctrl_c_quit() {
+        let mut app = app();
+        assert_eq!(press(&mut app, KeyCode::Char('x')), Flow::Continue);
+        assert_eq!(press(&mut app, KeyCode::Char('q')), Flow::Quit);
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Flow::Quit
+        );
+    }
+
+    #[test]
+    fn selection_follows_the_process_not_the_row() {
+        let mut app = app();
+        press(&mut app, KeyCode::Down);
+        assert_eq!(app.ui.selected_pid, Some(777), "first row: the busiest");
+        press(&mut app, KeyCode::Char('j'));
+        assert_eq!(app.ui.selected_pid, Some(4242));
+        // Re-sorting moves the row; the selection stays on the same process.
+        app.ui.sort = SortKey::Pid;
+        assert_eq!(app.ui.selected_pid, Some(4242));
+        press(&mut app, KeyCode::Char('k'));
+        assert_eq!(
+            app.ui.selected_pid,
+            Some(777),
+            "pid order: 311, 777, 4242, 9001"
+        );
+        press(&mut app, KeyCode::End);
+        assert_eq!(app.ui.selected_pid, Some(9001));
+        press(&mut app, KeyCode::Down);
+        assert_eq!(app.ui.selected_pid, Some(9001), "clamped at the end");
+        press(&mut app, KeyCode::Home);
+        assert_eq!(app.ui.selected_pid, Some(311));
+    }
+
+    #[test]
+    fn tab_moves_focus_and_the_disk_selection() {
+        let mut app = app();
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.ui.focus, Focus::Disks);
+        press(&mut app, KeyCode::Down);
+        assert_eq!(
+            app.ui.selected_disk.map(|d| d.to_string()),
+            Some("7:0".into())
+        );
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.ui.focus, Focus::Processes);
+    }
+
+    #[test]
+    fn sort_keys_cycle_and_reverse() {
+        let mut app = app();
+        assert_eq!(app.ui.sort, SortKey::TotalBytes);
+        press(&mut app, KeyCode::Char('s'));
+        assert_eq!(app.ui.sort, SortKey::P50);
+        press(&mut app, KeyCode::Char('<'));
+        press(&mut app, KeyCode::Char('<'));
+        assert_eq!(app.ui.sort, SortKey::WriteBytes);
+        press(&mut app, KeyCode::Char('r'));
+        assert!(app.ui.reversed);
+        press(&mut app, KeyCode::Char('>'));
+        assert!(!app.ui.reversed, "a new column starts in its natural order");
+    }
+
+    #[test]
+    fn filter_is_typed_applied_and_cleared() {
+        let mut app = app();
+        press(&mut app, KeyCode::Char('/'));
+        typed(&mut app, "pgq");
+        press(&mut app, KeyCode::Backspace);
+        assert_eq!(app.ui.filter, "pg");
+        assert_eq!(
+            press(&mut app, KeyCode::Char('q')),
+            Flow::Continue,
+            "q is text while typing"
+        );
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.ui.filter, "pgq");
+        assert!(!app.ui.editing_filter);
+        press(&mut app, KeyCode::Esc);
+        assert!(app.ui.filter.is_empty());
+    }
+
+    #[test]
+    fn pause_freezes_the_screen_and_help_closes_on_any_key() {
+        let mut app = app();
+        press(&mut app, KeyCode::Char(' '));
+        assert!(app.ui.paused);
+        let before = app.shown.seq;
+        app.update(crate::model::Snapshot {
+            seq: before + 1,
+            ..Default::default()
+        });
+        assert_eq!(
+            app.shown.seq, before,
+            "paused: the new interval is not shown"
+        );
+        press(&mut app, KeyCode::Char('p'));
+        app.update(crate::model::Snapshot {
+            seq: before + 2,
+            ..Default::default()
+        });
+        assert_eq!(app.shown.seq, before + 2);
+        press(&mut app, KeyCode::Char('?'));
+        assert!(app.ui.show_help);
+        assert_eq!(press(&mut app, KeyCode::Char('j')), Flow::Continue);
+        assert!(!app.ui.show_help);
+        press(&mut app, KeyCode::Char('c'));
+        assert!(app.ui.cumulative);
+    }
+}

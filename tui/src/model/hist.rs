@@ -46,6 +46,8 @@ pub struct LatencyHist {
     count: u64,
     sum_ns: u64,
     max_ns: u64,
+    /// Exact log2 counts for drawing (fine buckets do not align with microsecond bounds).
+    log2: Log2Hist,
 }
 
 impl LatencyHist {
@@ -55,6 +57,7 @@ impl LatencyHist {
             self.buckets.resize(bucket + 1, 0);
         }
         self.buckets[bucket] += 1;
+        self.log2.slots[log2_slot(value_ns) as usize] += 1;
         self.count += 1;
         self.sum_ns = self.sum_ns.saturating_add(value_ns);
         self.max_ns = self.max_ns.max(value_ns);
@@ -67,6 +70,9 @@ impl LatencyHist {
         for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
             *mine += theirs;
         }
+        for (mine, theirs) in self.log2.slots.iter_mut().zip(other.log2.slots) {
+            *mine += theirs;
+        }
         self.count += other.count;
         self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
@@ -74,6 +80,7 @@ impl LatencyHist {
 
     pub fn clear(&mut self) {
         self.buckets.iter_mut().for_each(|b| *b = 0);
+        self.log2 = Log2Hist::default();
         self.count = 0;
         self.sum_ns = 0;
         self.max_ns = 0;
@@ -124,14 +131,7 @@ impl LatencyHist {
 
     /// Counts per log2 microsecond slot, for drawing.
     pub fn log2(&self) -> Log2Hist {
-        let mut out = Log2Hist::default();
-        for (bucket, &n) in self.buckets.iter().enumerate() {
-            if n != 0 {
-                let (low, _) = bucket_range(bucket);
-                out.slots[log2_slot(low) as usize] += n;
-            }
-        }
-        out
+        self.log2
     }
 }
 

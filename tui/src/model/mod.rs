@@ -17,4 +17,6 @@ pub use snapshot::{
 };
 
 #[cfg(test)]
+pub mod fixtures;
+#[cfg(test)]
 mod tests;

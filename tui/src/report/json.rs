@@ -80,6 +80,8 @@ pub struct Disk<'a> {
     pub write_bytes: u64,
     pub flushes: u64,
     pub discards: u64,
+    /// Requests of other kinds (write-zeroes, secure erase, zone ops).
+    pub others: u64,
     pub discard_bytes: u64,
     pub errors: u64,
     pub util_pct: f64,
@@ -106,6 +108,7 @@ impl<'a> From<&'a DiskRow> for Disk<'a> {
             write_bytes: f.write_bytes,
             flushes: f.flushes,
             discards: f.discards,
+            others: f.others,
             discard_bytes: f.discard_bytes,
             errors: f.errors,
             util_pct: round2(f.util_pct),

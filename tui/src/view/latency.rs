@@ -128,7 +128,8 @@ fn bars<'a>(
     window
         .map(|slot| {
             let n = count(slot);
-            let len = usize::try_from(u128::from(n) * bar_width as u128 / u128::from(max)).unwrap_or(bar_width);
+            let len = usize::try_from(u128::from(n) * bar_width as u128 / u128::from(max))
+                .unwrap_or(bar_width);
             let len = if n > 0 { len.max(1) } else { 0 };
             let label = if slot == start && slot > 0 && hist.slots[..slot].iter().any(|&n| n > 0) {
                 let (upper, unit) = short_us(1 << slot);

@@ -49,7 +49,14 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     let disk_rows = u16::try_from(snap.disks.len())
         .unwrap_or(u16::MAX)
         .clamp(1, 6);
-    let latency_rows = (area.height / 3).clamp(7, 16);
+    // The latency pane gets a third of the screen, plus whatever the processes do not need.
+    let proc_rows = u16::try_from(procs::visible(snap, ui).len())
+        .unwrap_or(u16::MAX)
+        .max(3);
+    let spare = area
+        .height
+        .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + 1);
+    let latency_rows = (area.height / 3).clamp(7, 16).max(spare);
     let [status_area, disks_area, procs_area, latency_area, keys_area] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(disk_rows + 2),
@@ -67,3 +74,6 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
         help::render(frame, area, theme);
     }
 }
+
+#[cfg(test)]
+mod tests;

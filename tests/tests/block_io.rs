@@ -1,0 +1,113 @@
+//! The block-I/O pipeline end to end: real probes, a loop-backed ext4, a workload whose
+//! every request we know.
+
+use std::process::Command;
+
+use iotop_bpf_integration::{JsonRun, LoopFs, binary, num, process_on_device, require_root};
+
+const WRITES: u64 = 300;
+const READS: u64 = 200;
+const BLOCK: u64 = 4096;
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn direct_io_is_attributed_exactly_to_the_workload_and_its_disk() {
+    if !require_root("direct_io_is_attributed_exactly_to_the_workload_and_its_disk") {
+        return;
+    }
+    let fs = LoopFs::new("ext4", 256);
+    let data = fs.path("data");
+    // Allocate the file's blocks first (from this process), so the workload's O_DIRECT
+    // writes are pure overwrites: no allocation, no metadata reads in its context.
+    std::fs::write(&data, vec![0u8; usize::try_from(WRITES * BLOCK).unwrap()]).unwrap();
+    std::fs::File::open(&data).unwrap().sync_all().unwrap();
+
+    let run = JsonRun::start(&[]);
+    let workload = Command::new(binary())
+        .args(["workload", "direct-io", "--file"])
+        .arg(&data)
+        .args([
+            "--writes",
+            &WRITES.to_string(),
+            "--reads",
+            &READS.to_string(),
+        ])
+        .output()
+        .expect("run the workload");
+    assert!(
+        workload.status.success(),
+        "workload failed: {}",
+        String::from_utf8_lossy(&workload.stderr)
+    );
+    let pid: u32 = String::from_utf8_lossy(&workload.stdout)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.trim_end_matches(':').parse().ok())
+        .expect("the workload prints its pid");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let intervals = run.stop();
+
+    let mine = process_on_device(&intervals, pid, &fs.dev);
+    assert_eq!(
+        mine.writes, WRITES,
+        "writes of pid {pid} on {} ({}): {mine:?}",
+        fs.name, fs.dev
+    );
+    assert_eq!(mine.write_bytes, WRITES * BLOCK);
+    assert_eq!(mine.reads, READS);
+    assert_eq!(mine.read_bytes, READS * BLOCK);
+
+    let mut seen_latency = false;
+    for interval in &intervals {
+        assert_eq!(
+            num(&interval["events"], "dropped"),
+            0,
+            "dropped events: {interval}"
+        );
+        for disk in interval["disks"].as_array().unwrap() {
+            let requests: u64 = ["reads", "writes", "flushes", "discards", "others"]
+                .iter()
+                .map(|f| num(disk, f))
+                .sum();
+            let in_histogram: u64 = disk["histogram_us"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| num(b, "count"))
+                .sum();
+            assert_eq!(
+                in_histogram, requests,
+                "histogram total vs requests: {disk}"
+            );
+        }
+        for p in interval["processes"].as_array().unwrap() {
+            if p["pid"].as_u64() == Some(u64::from(pid)) && num(p, "ios") > 0 {
+                let latency = &p["io_latency_us"];
+                assert!(
+                    num(latency, "max") > 0 && num(&p["device_us"], "max") > 0,
+                    "latency: {p}"
+                );
+                assert!(num(latency, "p50") <= num(latency, "p99"), "{p}");
+                seen_latency = true;
+            }
+        }
+    }
+    assert!(seen_latency, "no interval showed the workload");
+    let loop_disk_requests: u64 = intervals
+        .iter()
+        .flat_map(|i| {
+            i["disks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["dev"] == fs.dev.as_str())
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .map(|d| num(&d, "reads") + num(&d, "writes"))
+        .sum();
+    assert!(
+        loop_disk_requests >= WRITES + READS,
+        "the disk saw at least the workload's requests"
+    );
+}

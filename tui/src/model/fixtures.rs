@@ -1,0 +1,120 @@
+//! Deterministic synthetic snapshots for view and app tests.
+
+use super::{
+    Aggregator, BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op,
+    Settings, Snapshot,
+};
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+/// A busy host: a database writing small synced pages to nvme0n1, a backup reading big
+/// blocks from loop0, the journal thread, and a slow outlier.
+pub fn demo_snapshot() -> Snapshot {
+    let nvme = Dev::new(259, 0);
+    let loop0 = Dev::new(7, 0);
+    let mut events = Vec::new();
+    let mut push =
+        |tgid: u32, comm: &str, dev: Dev, op: Op, bytes: u32, i: u64, queue: u64, device: u64| {
+            events.push(BlockIo {
+                dev,
+                sector: i * 8,
+                bytes,
+                op,
+                flags: 0,
+                tgid,
+                pid: tgid,
+                comm: Comm::new(comm),
+                created_ns: i * US,
+                issued_ns: i * US + queue,
+                completed_ns: i * US + queue + device,
+                error: 0,
+            });
+        };
+    for i in 0..400 {
+        push(
+            4242,
+            "postgres",
+            nvme,
+            Op::Write,
+            8192,
+            i,
+            2 * US,
+            (80 + i % 50) * US,
+        );
+    }
+    for i in 0..250 {
+        push(
+            777,
+            "restic",
+            loop0,
+            Op::Read,
+            131_072,
+            i,
+            (i % 7) * US,
+            (300 + i % 200) * US,
+        );
+    }
+    for i in 0..60 {
+        push(311, "jbd2/nvme0n1-8", nvme, Op::Write, 4096, i, 0, 40 * US);
+    }
+    for i in 0..30 {
+        push(311, "jbd2/nvme0n1-8", nvme, Op::Flush, 0, i, 0, 900 * US);
+    }
+    push(9001, "slowpoke", nvme, Op::Read, 4096, 1, 40 * MS, 12 * MS);
+
+    let mut totals: Vec<DiskTotals> = Vec::new();
+    for e in &events {
+        let t = match totals.iter_mut().position(|t| t.dev == e.dev) {
+            Some(i) => &mut totals[i],
+            None => {
+                totals.push(DiskTotals {
+                    dev: e.dev,
+                    ..DiskTotals::default()
+                });
+                totals.last_mut().expect("just pushed")
+            }
+        };
+        let op = match e.op {
+            Op::Read => 0,
+            Op::Write => 1,
+            Op::Flush => 2,
+            Op::Discard => 3,
+            Op::Other => 4,
+        };
+        t.requests[op] += 1;
+        t.bytes[op] += u64::from(e.bytes);
+        t.latency_ns[op] += e.latency_ns();
+        t.queue_ns += e.queue_ns();
+        t.device_ns += e.device_ns();
+        t.total_hist[iotop_bpf_common::hist::log2_slot(e.latency_ns()) as usize] += 1;
+        t.queue_hist[iotop_bpf_common::hist::log2_slot(e.queue_ns()) as usize] += 1;
+        t.device_hist[iotop_bpf_common::hist::log2_slot(e.device_ns()) as usize] += 1;
+    }
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let sample = |now_ns, busy| KernelSample {
+        now_ns,
+        counters: KernelCounters::default(),
+        disks: totals.clone(),
+        diskstats: vec![
+            DiskStat {
+                dev: nvme,
+                io_ticks_ms: busy,
+            },
+            DiskStat {
+                dev: loop0,
+                io_ticks_ms: busy / 2,
+            },
+        ],
+        names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
+    };
+    // A first, empty interval gives the busy-time baseline.
+    let _ = model.tick(&KernelSample {
+        disks: vec![],
+        ..sample(0, 0)
+    });
+    for e in &events {
+        model.ingest(e);
+    }
+    model.tick(&sample(1_000 * MS, 420))
+}

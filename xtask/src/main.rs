@@ -1,0 +1,204 @@
+//! `cargo xtask <command>`: set up, build, run, test, install and benchmark iotop-bpf.
+
+mod bench;
+mod setup;
+mod util;
+
+use std::{env, ffi::OsString, os::unix::process::CommandExt, path::PathBuf, process::ExitCode};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use crate::util::{as_root, cmd, describe, find_in_path, is_root, release_binary, run};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Project tasks for iotop-bpf"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what is missing: nightly + rust-src, Debian packages, bpf-linker (idempotent).
+    Setup {
+        /// Also install the benchmark's peer tools (bpftrace).
+        #[arg(long)]
+        bench: bool,
+    },
+    /// Set up, then build the release binary.
+    Build,
+    /// Build, then run the release binary with ARGS (through sudo when not root).
+    Run {
+        /// Arguments for iotop-bpf, after `--`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Set up, build, run the workspace tests, then the privileged integration tests as root.
+    Test,
+    /// Build, then install the binary as /usr/local/bin/iotop-bpf.
+    Install,
+    /// Compare fio IOPS without a tracer, with iotop-bpf, and with bpftrace (needs root).
+    Bench(bench::Args),
+}
+
+fn main() -> ExitCode {
+    match task(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // `{:#}`: the whole context chain on one line, without anyhow's backtrace.
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn task(task: Task) -> Result<()> {
+    match task {
+        Task::Setup { bench } => setup::setup(bench),
+        Task::Build => build().map(drop),
+        Task::Run { args } => run_binary(args),
+        Task::Test => test(),
+        Task::Install => install(),
+        Task::Bench(args) => bench::bench(&args),
+    }
+}
+
+fn build() -> Result<PathBuf> {
+    setup::setup(false)?;
+    build_release()
+}
+
+/// One cargo profile everywhere (`--release`): each extra profile is a slow rebuild on 2 cores.
+fn build_release() -> Result<PathBuf> {
+    run(cmd("cargo").args(["build", "--release", "--package", "iotop-bpf"]))?;
+    let binary = release_binary();
+    if !binary.is_file() {
+        bail!(
+            "the build succeeded but {} does not exist",
+            binary.display()
+        );
+    }
+    println!("built {}", binary.display());
+    Ok(binary)
+}
+
+fn run_binary(args: Vec<OsString>) -> Result<()> {
+    let binary = build()?;
+    let mut command = as_root(&binary.to_string_lossy(), &[])?;
+    command.args(args);
+    // exec, so that the terminal, signals and the exit code are the binary's own.
+    let err = command.exec();
+    Err(err).with_context(|| format!("could not run `{}`", describe(&command)))
+}
+
+fn install() -> Result<()> {
+    let binary = build()?;
+    let dest = "/usr/local/bin/iotop-bpf";
+    let mut command = as_root("install", &[])?;
+    command.args(["-m", "0755"]).arg(&binary).arg(dest);
+    run(&mut command)?;
+    println!("installed {dest}: `sudo iotop-bpf` now works (it needs root for eBPF)");
+    Ok(())
+}
+
+enum Outcome {
+    Passed,
+    Failed(String),
+    Skipped(String),
+}
+
+fn test() -> Result<()> {
+    let mut steps: Vec<(&str, Outcome)> = Vec::new();
+    let mut record = |name, result: Result<Outcome>| {
+        let outcome = result.unwrap_or_else(|err| {
+            eprintln!("error: {err:#}");
+            Outcome::Failed(format!("{err:#}"))
+        });
+        let passed = !matches!(outcome, Outcome::Failed(_));
+        steps.push((name, outcome));
+        passed
+    };
+    // Later steps need the toolchain and the binary; the two test runs are independent.
+    if record("setup", setup::setup(false).map(|()| Outcome::Passed))
+        && record(
+            "build release binary",
+            build_release().map(|_| Outcome::Passed),
+        )
+    {
+        record("workspace tests", workspace_tests());
+        record("privileged tests", privileged_tests());
+    } else {
+        for name in ["workspace tests", "privileged tests"] {
+            record(
+                name,
+                Ok(Outcome::Skipped("not run: an earlier step failed".into())),
+            );
+        }
+    }
+
+    println!("\nsummary:");
+    for (name, outcome) in &steps {
+        match outcome {
+            Outcome::Passed => println!("  {name:<22} passed"),
+            Outcome::Failed(why) => {
+                println!("  {name:<22} FAILED: {}", why.lines().next().unwrap_or(""))
+            }
+            Outcome::Skipped(why) => println!("  {name:<22} SKIPPED: {why}"),
+        }
+    }
+    let failed = steps
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Failed(_)))
+        .count();
+    if failed > 0 {
+        bail!("{failed} step(s) failed");
+    }
+    Ok(())
+}
+
+/// Unit and render tests; the privileged tests are `#[ignore]` and show as ignored here.
+fn workspace_tests() -> Result<Outcome> {
+    // The eBPF crate only builds for bpfel-unknown-none (the tui build script builds it).
+    run(cmd("cargo").args([
+        "test",
+        "--release",
+        "--workspace",
+        "--exclude",
+        "iotop-bpf-ebpf",
+    ]))?;
+    Ok(Outcome::Passed)
+}
+
+fn privileged_tests() -> Result<Outcome> {
+    let binary = release_binary();
+    let binary = binary
+        .canonicalize()
+        .with_context(|| format!("{} is missing", binary.display()))?;
+    let mut command = cmd("cargo");
+    command
+        .args(["test", "--release", "--package", "iotop-bpf-integration"])
+        .env("IOTOP_BPF_BIN", &binary);
+    if !is_root() {
+        if find_in_path("sudo").is_none() {
+            let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+            if ci {
+                bail!(
+                    "the privileged tests need root and sudo is not installed: run as root in CI"
+                );
+            }
+            eprintln!("\nSKIPPED privileged tests: not root (and no sudo)\n");
+            return Ok(Outcome::Skipped("not root".into()));
+        }
+        // Cargo builds as the user (no root-owned files in target/) and runs each test
+        // binary through `sudo -E`, which keeps IOTOP_BPF_BIN and CI.
+        command.args(["--config", r#"target."cfg(all())".runner = ["sudo", "-E"]"#]);
+    }
+    command.args(["--", "--ignored", "--test-threads=1"]);
+    run(&mut command)?;
+    Ok(Outcome::Passed)
+}

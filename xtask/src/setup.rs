@@ -1,0 +1,184 @@
+//! `cargo xtask setup`: install what a fresh Debian 12 machine lacks to build and test
+//! iotop-bpf. Every step checks first, so a second run only prints `ok:` lines.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::{as_root, cmd, describe, find_in_path, run, stdout_of};
+
+/// bpf-linker links against these (Debian 12 ships LLVM 14; LLVM 22 matches nightly's).
+const BUILD_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+];
+/// mkfs.xfs, fio, mkfs.ext4 and losetup for the privileged integration tests.
+const TEST_PACKAGES: &[&str] = &["xfsprogs", "fio", "e2fsprogs", "util-linux", "tmux"];
+/// The side-by-side peer of `cargo xtask bench`.
+const BENCH_PACKAGES: &[&str] = &["bpftrace"];
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+
+pub fn setup(bench: bool) -> Result<()> {
+    nightly().context("setting up the nightly toolchain")?;
+    packages(bench).context("installing Debian packages")?;
+    bpf_linker().context("installing bpf-linker")?;
+    Ok(())
+}
+
+fn install(what: &str, command: &mut Command) -> Result<()> {
+    println!("installing {what}: {}", describe(command));
+    run(command)
+}
+
+/// The eBPF crate is built with `-Z build-std=core`, which needs nightly and its rust-src.
+fn nightly() -> Result<()> {
+    if find_in_path("rustup").is_none() {
+        bail!("rustup is not on PATH: install it from https://rustup.rs and rerun");
+    }
+    let toolchains = stdout_of(cmd("rustup").args(["toolchain", "list"]))?;
+    // `nightly-<host>`, not a dated `nightly-2025-01-01-<host>` pinned by someone else.
+    let has_nightly = toolchains.lines().any(|line| {
+        line.strip_prefix("nightly-")
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
+    });
+    if has_nightly {
+        println!("ok: nightly toolchain");
+    } else {
+        install(
+            "nightly toolchain",
+            cmd("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]),
+        )?;
+    }
+    let components = stdout_of(cmd("rustup").args([
+        "component",
+        "list",
+        "--toolchain",
+        "nightly",
+        "--installed",
+    ]))?;
+    if components
+        .lines()
+        .any(|line| line.trim().starts_with("rust-src"))
+    {
+        println!("ok: rust-src for nightly");
+    } else {
+        install(
+            "rust-src for nightly",
+            cmd("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]),
+        )?;
+    }
+    Ok(())
+}
+
+fn deb_installed(package: &str) -> bool {
+    cmd("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|out| out.stdout == b"install ok installed")
+}
+
+fn packages(bench: bool) -> Result<()> {
+    let mut wanted = [BUILD_PACKAGES, TEST_PACKAGES].concat();
+    if bench {
+        wanted.extend_from_slice(BENCH_PACKAGES);
+    }
+    if find_in_path("dpkg-query").is_none() {
+        bail!(
+            "dpkg-query not found: setup knows Debian/Ubuntu only; install the equivalents of {} by hand",
+            wanted.join(" ")
+        );
+    }
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|p| !deb_installed(p))
+        .collect();
+    if missing.is_empty() {
+        println!("ok: Debian packages {}", wanted.join(" "));
+        return Ok(());
+    }
+    let mut update = as_root("apt-get", &[])?;
+    update.arg("update");
+    let mut apt_install = as_root("apt-get", &[("DEBIAN_FRONTEND", "noninteractive")])?;
+    apt_install.args(["install", "-y"]).args(&missing);
+    println!(
+        "installing Debian packages {}: {} && {}",
+        missing.join(" "),
+        describe(&update),
+        describe(&apt_install)
+    );
+    run(&mut update)?;
+    run(&mut apt_install)
+}
+
+/// The libLLVM a dynamically linked bpf-linker loads, e.g. `libLLVM.so.22.1`.
+fn linked_llvm(path: &std::path::Path) -> Option<String> {
+    let ldd = stdout_of(cmd("ldd").arg(path)).ok()?;
+    ldd.lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .find(|lib| lib.starts_with("libLLVM"))
+        .map(str::to_owned)
+}
+
+/// bpf-linker must be built against the LLVM of nightly's rustc (22); there is no prebuilt
+/// download reachable here, so it is compiled (about 1.5 min).
+fn bpf_linker() -> Result<()> {
+    let mut force = false;
+    if let Some(path) = find_in_path("bpf-linker") {
+        match stdout_of(cmd(&path).arg("--version")) {
+            Ok(version) => match linked_llvm(&path) {
+                Some(lib) if lib.contains("-22") || lib.contains(".so.22") => {
+                    println!("ok: {} at {} (links {lib})", version.trim(), path.display());
+                    return Ok(());
+                }
+                Some(lib) => {
+                    println!(
+                        "bpf-linker at {} links {lib}, not LLVM 22: rebuilding it",
+                        path.display()
+                    );
+                    force = true;
+                }
+                None => {
+                    // Statically linked: ldd cannot tell the LLVM version; trust that it runs.
+                    println!(
+                        "ok: {} at {} (LLVM linked statically)",
+                        version.trim(),
+                        path.display()
+                    );
+                    return Ok(());
+                }
+            },
+            Err(err) => {
+                println!(
+                    "bpf-linker at {} does not run ({err:#}): rebuilding it",
+                    path.display()
+                );
+                force = true;
+            }
+        }
+    }
+    let mut path = std::ffi::OsString::from(format!("{LLVM_PREFIX}/bin:"));
+    path.push(crate::util::child_path());
+    let mut command = cmd("cargo");
+    command
+        .env("LLVM_PREFIX", LLVM_PREFIX)
+        .env("PATH", path)
+        .args([
+            "install",
+            "bpf-linker",
+            "--no-default-features",
+            "--features",
+            "llvm-22",
+        ]);
+    if force {
+        command.arg("--force");
+    }
+    install("bpf-linker", &mut command)?;
+    let Some(path) = find_in_path("bpf-linker") else {
+        bail!("`cargo install` succeeded but bpf-linker is not in ~/.cargo/bin or on PATH");
+    };
+    stdout_of(cmd(&path).arg("--version")).context("the new bpf-linker does not run")?;
+    Ok(())
+}
