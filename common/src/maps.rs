@@ -8,7 +8,7 @@ pub const EVENTS: &str = "EVENTS";
 pub const COUNTERS: &str = "COUNTERS";
 /// Per-CPU hash: kernel `dev_t` -> [`DiskAggregate`].
 pub const DISK_AGGREGATES: &str = "DISK_AGGREGATES";
-/// Hash of requests in flight: [`crate::block::InFlightKey`] -> [`crate::block::InFlight`].
+/// Array of requests in flight ([`crate::block::InFlightSlot`], 2-way set associative).
 pub const IN_FLIGHT: &str = "IN_FLIGHT";
 
 /// A ring-buffer reservation failed: a record was lost (the ring was full).
@@ -17,13 +17,12 @@ pub const COUNTER_RING_DROPPED: u32 = 0;
 pub const COUNTER_COMPLETE_WITHOUT_START: u32 = 1;
 /// A tracepoint field could not be read (`bpf_probe_read_kernel` failed).
 pub const COUNTER_READ_FAILED: u32 = 2;
-/// The in-flight map was full (an insert failed).
-pub const COUNTER_IN_FLIGHT_FULL: u32 = 3;
-/// Records successfully submitted to the ring buffer.
-pub const COUNTER_RECORDS: u32 = 4;
+/// A request's in-flight set was full and an older entry was evicted (its completion will
+/// then count as unpaired).
+pub const COUNTER_IN_FLIGHT_EVICTED: u32 = 3;
 /// Requests issued without a creation event (attributed to the issuing task).
-pub const COUNTER_ISSUE_WITHOUT_START: u32 = 5;
-pub const COUNTER_COUNT: u32 = 6;
+pub const COUNTER_ISSUE_WITHOUT_START: u32 = 4;
+pub const COUNTER_COUNT: u32 = 5;
 
 /// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
 /// overflows. Cumulative since the probes were loaded; user space takes differences.
@@ -56,5 +55,6 @@ mod pod {
     unsafe impl aya::Pod for super::DiskAggregate {}
     unsafe impl aya::Pod for crate::block::InFlightKey {}
     unsafe impl aya::Pod for crate::block::InFlight {}
+    unsafe impl aya::Pod for crate::block::InFlightSlot {}
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
 }

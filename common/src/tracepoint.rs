@@ -30,6 +30,12 @@ impl FieldOffsets {
     };
 }
 
+/// The probes copy record bytes `[WINDOW_START, WINDOW_START + WINDOW_LEN)` in one helper
+/// call (the first 8 bytes are the common header no probe reads). The loader refuses a
+/// layout whose fields fall outside it.
+pub const WINDOW_START: usize = 8;
+pub const WINDOW_LEN: usize = 64;
+
 /// Global variable names in the eBPF object.
 pub const GLOBAL_START_FIELDS: &str = "START_FIELDS";
 pub const GLOBAL_ISSUE_FIELDS: &str = "ISSUE_FIELDS";

@@ -5,7 +5,7 @@ use aya_ebpf::{
     bindings::{BPF_ANY, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{PerCpuArray, PerCpuHashMap, RingBuf},
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
@@ -13,26 +13,24 @@ use iotop_bpf_common::{
     block::{BlockIoRecord, InFlight, InFlightKey, OP_COUNT, ORIGIN_ISSUE, ORIGIN_START},
     hist::{SLOTS, log2_slot},
     maps::{
-        COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_IN_FLIGHT_FULL,
-        COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED, COUNTER_RECORDS, COUNTER_RING_DROPPED,
-        DiskAggregate,
+        COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_ISSUE_WITHOUT_START,
+        COUNTER_READ_FAILED, COUNTER_RING_DROPPED, DiskAggregate,
     },
     rwbs::{self, RWBS_READ_LEN},
+    tracepoint::FieldOffsets,
 };
 
-use crate::fields::{
-    COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, read,
+use crate::{
+    fields::{
+        COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, Window,
+    },
+    inflight,
 };
 
 /// 16 MiB: ~200k records of 80 (+8 header) bytes, over a second of headroom at 150k IOPS
 /// with the reader draining every 50 ms. The loader may resize it.
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
-
-/// Requests between creation and completion. Sized for deep queues on many disks; entries
-/// of requests whose completion was never seen are evicted when it fills (counted).
-#[map]
-static IN_FLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(65_536, 0);
 
 #[map]
 static DISK_AGGREGATES: PerCpuHashMap<u32, DiskAggregate> =
@@ -56,7 +54,7 @@ static START_ORIGIN: Global<u8> = Global::new(ORIGIN_START);
 static WAKEUP_BYTES: Global<u64> = Global::new(1 << 20);
 
 #[inline(always)]
-fn bump(counter: u32) {
+pub fn bump(counter: u32) {
     if let Some(slot) = COUNTERS.get_ptr_mut(counter) {
         // SAFETY: per-CPU slot; tracing programs do not nest on one CPU.
         unsafe { *slot += 1 };
@@ -64,17 +62,25 @@ fn bump(counter: u32) {
 }
 
 #[inline(always)]
-fn key(
-    ctx: &TracePointContext,
-    offsets: &iotop_bpf_common::tracepoint::FieldOffsets,
-) -> Result<InFlightKey, ()> {
-    let dev: u32 = read(ctx, offsets.dev)?;
-    let sector: u64 = read(ctx, offsets.sector)?;
+fn key(record: &Window, offsets: &FieldOffsets) -> Result<InFlightKey, ()> {
     Ok(InFlightKey {
-        dev,
+        dev: record.u32(offsets.dev)?,
         _pad: 0,
-        sector,
+        sector: record.u64(offsets.sector)?,
     })
+}
+
+/// The record window and the request key, or `None` (counted) when unreadable.
+#[inline(always)]
+fn read_key(ctx: &TracePointContext, offsets: &FieldOffsets) -> Option<(Window, InFlightKey)> {
+    let record = Window::read(ctx);
+    match record.and_then(|record| Ok((key(&record, offsets)?, record))) {
+        Ok((key, record)) => Some((record, key)),
+        Err(()) => {
+            bump(COUNTER_READ_FAILED);
+            None
+        }
+    }
 }
 
 #[inline(always)]
@@ -95,15 +101,11 @@ fn current_task(now: u64, origin: u8) -> InFlight {
 /// A request was created from a bio, in the submitting task.
 #[tracepoint]
 pub fn block_start(ctx: TracePointContext) -> u32 {
-    let offsets = START_FIELDS.load();
-    let Ok(key) = key(&ctx, &offsets) else {
-        bump(COUNTER_READ_FAILED);
+    let Some((_, key)) = read_key(&ctx, &START_FIELDS.load()) else {
         return 0;
     };
     let value = current_task(unsafe { bpf_ktime_get_ns() }, START_ORIGIN.load());
-    if IN_FLIGHT.insert(&key, &value, u64::from(BPF_ANY)).is_err() {
-        bump(COUNTER_IN_FLIGHT_FULL);
-    }
+    inflight::insert(&key, &value);
     0
 }
 
@@ -111,18 +113,17 @@ pub fn block_start(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn block_issue(ctx: TracePointContext) -> u32 {
     let offsets = ISSUE_FIELDS.load();
-    let Ok(key) = key(&ctx, &offsets) else {
-        bump(COUNTER_READ_FAILED);
+    let Some((record, key)) = read_key(&ctx, &offsets) else {
         return 0;
     };
-    let bytes: u32 = read(&ctx, offsets.bytes).unwrap_or(0);
+    let bytes = record.u32(offsets.bytes).unwrap_or(0);
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(entry) = IN_FLIGHT.get_ptr_mut(&key) {
-        // SAFETY: the entry is only touched by this request's own probes; a requeued request
+    if let Some(slot) = inflight::find(&key) {
+        // SAFETY: the slot is only touched by this request's own probes; a requeued request
         // is issued again and its device time restarts.
         unsafe {
-            (*entry).issued_ns = now;
-            (*entry).remaining_bytes = bytes;
+            (*slot).value.issued_ns = now;
+            (*slot).value.remaining_bytes = bytes;
         }
         return 0;
     }
@@ -132,9 +133,7 @@ pub fn block_issue(ctx: TracePointContext) -> u32 {
     let mut value = current_task(now, ORIGIN_ISSUE);
     value.issued_ns = now;
     value.remaining_bytes = bytes;
-    if IN_FLIGHT.insert(&key, &value, u64::from(BPF_ANY)).is_err() {
-        bump(COUNTER_IN_FLIGHT_FULL);
-    }
+    inflight::insert(&key, &value);
     0
 }
 
@@ -143,11 +142,10 @@ pub fn block_issue(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn block_frontmerge(ctx: TracePointContext) -> u32 {
     let offsets = FRONTMERGE_FIELDS.load();
-    let Ok(new_key) = key(&ctx, &offsets) else {
-        bump(COUNTER_READ_FAILED);
+    let Some((record, new_key)) = read_key(&ctx, &offsets) else {
         return 0;
     };
-    let Ok(nr_sector) = read::<u32>(&ctx, offsets.nr_sector) else {
+    let Ok(nr_sector) = record.u32(offsets.nr_sector) else {
         bump(COUNTER_READ_FAILED);
         return 0;
     };
@@ -155,16 +153,11 @@ pub fn block_frontmerge(ctx: TracePointContext) -> u32 {
         sector: new_key.sector + u64::from(nr_sector),
         ..new_key
     };
-    if let Some(entry) = IN_FLIGHT.get_ptr(&old_key) {
-        // SAFETY: copied out before the entry is removed.
-        let value = unsafe { *entry };
-        if IN_FLIGHT
-            .insert(&new_key, &value, u64::from(BPF_ANY))
-            .is_err()
-        {
-            bump(COUNTER_IN_FLIGHT_FULL);
-        }
-        let _ = IN_FLIGHT.remove(&old_key);
+    if let Some(slot) = inflight::find(&old_key) {
+        // SAFETY: copied out before the slot is freed.
+        let value = unsafe { (*slot).value };
+        inflight::remove(slot);
+        inflight::insert(&new_key, &value);
     }
     0
 }
@@ -173,11 +166,10 @@ pub fn block_frontmerge(ctx: TracePointContext) -> u32 {
 /// complete as part of the surviving request, which keeps its start sector).
 #[tracepoint]
 pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
-    let offsets = RQ_MERGE_FIELDS.load();
-    if let Ok(key) = key(&ctx, &offsets) {
-        let _ = IN_FLIGHT.remove(&key);
-    } else {
-        bump(COUNTER_READ_FAILED);
+    if let Some((_, key)) = read_key(&ctx, &RQ_MERGE_FIELDS.load())
+        && let Some(slot) = inflight::find(&key)
+    {
+        inflight::remove(slot);
     }
     0
 }
@@ -186,20 +178,20 @@ pub fn block_rq_merge(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn block_complete(ctx: TracePointContext) -> u32 {
     let offsets = COMPLETE_FIELDS.load();
-    let Ok(key) = key(&ctx, &offsets) else {
-        bump(COUNTER_READ_FAILED);
+    let Some((record, key)) = read_key(&ctx, &offsets) else {
         return 0;
     };
     let now = unsafe { bpf_ktime_get_ns() };
-    let Some(entry) = IN_FLIGHT.get_ptr_mut(&key) else {
+    let Some(slot) = inflight::find(&key) else {
         bump(COUNTER_COMPLETE_WITHOUT_START);
         return 0;
     };
-    // SAFETY: copied out; the entry is removed or moved below.
-    let started = unsafe { *entry };
-    let nr_sector: u32 = read(&ctx, offsets.nr_sector).unwrap_or(0);
-    let error: i32 = read(&ctx, offsets.error).unwrap_or(0);
-    let rwbs: [u8; RWBS_READ_LEN] = read(&ctx, offsets.rwbs).unwrap_or([0; RWBS_READ_LEN]);
+    // SAFETY: copied out; the slot is freed (and the rest moved) below.
+    let started = unsafe { (*slot).value };
+    inflight::remove(slot);
+    let nr_sector = record.u32(offsets.nr_sector).unwrap_or(0);
+    let error = record.u32(offsets.error).unwrap_or(0) as i32;
+    let rwbs: [u8; RWBS_READ_LEN] = record.bytes8(offsets.rwbs).unwrap_or([0; RWBS_READ_LEN]);
     let op = rwbs::op_of(&rwbs);
     let mut flags = 0u8;
 
@@ -214,14 +206,8 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
             sector: key.sector + u64::from(nr_sector),
             ..key
         };
-        if IN_FLIGHT
-            .insert(&rest_key, &rest, u64::from(BPF_ANY))
-            .is_err()
-        {
-            bump(COUNTER_IN_FLIGHT_FULL);
-        }
+        inflight::insert(&rest_key, &rest);
     }
-    let _ = IN_FLIGHT.remove(&key);
 
     let issued = if started.issued_ns == 0 {
         now
@@ -270,7 +256,6 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
         BPF_RB_NO_WAKEUP
     };
     slot.submit(u64::from(wake));
-    bump(COUNTER_RECORDS);
     0
 }
 

@@ -9,6 +9,7 @@
 
 mod block;
 mod fields;
+mod inflight;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -8,8 +8,8 @@ use std::{io, os::fd::AsRawFd as _};
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use iotop_bpf_common::maps::{
-    COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_FULL, COUNTER_ISSUE_WITHOUT_START,
-    COUNTER_READ_FAILED, COUNTER_RECORDS, COUNTER_RING_DROPPED, DiskAggregate,
+    COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
+    COUNTER_READ_FAILED, COUNTER_RING_DROPPED, DiskAggregate,
 };
 use tokio::io::unix::AsyncFd;
 
@@ -113,11 +113,10 @@ impl LiveFeed {
         };
         let counters = KernelCounters {
             ring_dropped: counter(COUNTER_RING_DROPPED),
-            records: counter(COUNTER_RECORDS),
             complete_without_start: counter(COUNTER_COMPLETE_WITHOUT_START),
             issue_without_start: counter(COUNTER_ISSUE_WITHOUT_START),
             read_failed: counter(COUNTER_READ_FAILED),
-            in_flight_full: counter(COUNTER_IN_FLIGHT_FULL),
+            in_flight_evicted: counter(COUNTER_IN_FLIGHT_EVICTED),
         };
         let disks = self
             .disks

@@ -180,12 +180,10 @@ pub struct DiskTotals {
 pub struct KernelCounters {
     /// Records lost because the ring buffer was full.
     pub ring_dropped: u64,
-    /// Records submitted to the ring buffer.
-    pub records: u64,
     pub complete_without_start: u64,
     pub issue_without_start: u64,
     pub read_failed: u64,
-    pub in_flight_full: u64,
+    pub in_flight_evicted: u64,
 }
 
 /// `/proc/diskstats` figures the probes do not measure (time the disk was busy).

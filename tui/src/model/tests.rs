@@ -64,10 +64,7 @@ fn totals_of(events: &[BlockIo]) -> Vec<DiskTotals> {
 fn sample(now_ns: u64, events: &[BlockIo]) -> KernelSample {
     KernelSample {
         now_ns,
-        counters: KernelCounters {
-            records: events.len() as u64,
-            ..KernelCounters::default()
-        },
+        counters: KernelCounters::default(),
         disks: totals_of(events),
         diskstats: vec![],
         names: vec![(LOOP0, "loop0".into()), (NVME, "nvme0n1".into())],

@@ -16,7 +16,7 @@ use iotop_bpf_common::{
     tracepoint::{
         ABSENT, FieldOffsets, GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS,
         GLOBAL_ISSUE_FIELDS, GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN,
-        GLOBAL_WAKEUP_BYTES,
+        GLOBAL_WAKEUP_BYTES, WINDOW_LEN, WINDOW_START,
     },
 };
 
@@ -189,14 +189,33 @@ fn find_tracepoint(
 /// The offsets of the fields the probes read, checked for the sizes the probes assume.
 pub fn field_offsets(format: &EventFormat) -> Result<FieldOffsets> {
     let find = |name: &str, sizes: &[u32]| -> Result<u32> {
+        let window = WINDOW_START..WINDOW_START + WINDOW_LEN;
         match format.field(name) {
             None => Ok(ABSENT),
             Some(field)
-                if sizes.contains(&field.size)
-                    || (name == "rwbs" && field.size as usize >= RWBS_READ_LEN) =>
+                if !window.contains(&(field.offset as usize))
+                    || field.offset as usize + field.size.min(RWBS_READ_LEN as u32) as usize
+                        > window.end =>
             {
+                bail!(
+                    "tracepoint {}: field {name} at offset {} lies outside the bytes the probes read ({window:?})",
+                    format.name,
+                    field.offset
+                )
+            }
+            Some(field) if name == "rwbs" && field.size as usize >= RWBS_READ_LEN => {
                 Ok(field.offset)
             }
+            // Numbers are read with single aligned loads: refuse a layout that misaligns them.
+            Some(field) if sizes.contains(&field.size) && field.offset % field.size == 0 => {
+                Ok(field.offset)
+            }
+            Some(field) if sizes.contains(&field.size) => bail!(
+                "tracepoint {}: field {name} at offset {} is not {}-byte aligned",
+                format.name,
+                field.offset,
+                field.size
+            ),
             Some(field) => bail!(
                 "tracepoint {}: field {name} is {} bytes, expected {sizes:?}",
                 format.name,
@@ -282,5 +301,14 @@ mod tests {
         assert!(err.contains("sector is 4 bytes"), "{err}");
         format.fields.retain(|f| f.name != "sector");
         assert!(field_offsets(&format).is_err());
+        let mut moved = fixture("6.18", "block_rq_complete");
+        moved
+            .fields
+            .iter_mut()
+            .find(|f| f.name == "rwbs")
+            .unwrap()
+            .offset = 70;
+        let err = field_offsets(&moved).unwrap_err().to_string();
+        assert!(err.contains("outside the bytes the probes read"), "{err}");
     }
 }

@@ -1,0 +1,160 @@
+//! The live view in a real terminal (tmux): it draws, answers keys, and always gives the
+//! terminal back: on `q` and on SIGTERM, SIGINT and SIGHUP.
+
+use std::{
+    process::Command,
+    thread,
+    time::{Duration, Instant},
+};
+
+use iotop_bpf_integration::{binary, require_root, sh};
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Self {
+        let session = format!("iotop-bpf-{name}-{}", std::process::id());
+        sh(
+            "tmux",
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                "80",
+                "-y",
+                "24",
+                command,
+            ],
+        );
+        Self { session }
+    }
+
+    fn screen(&self) -> String {
+        sh("tmux", &["capture-pane", "-p", "-t", &self.session])
+    }
+
+    fn alternate_screen(&self) -> bool {
+        sh(
+            "tmux",
+            &["display", "-p", "-t", &self.session, "#{alternate_on}"],
+        )
+        .trim()
+            == "1"
+    }
+
+    fn keys(&self, keys: &str) {
+        sh("tmux", &["send-keys", "-t", &self.session, keys]);
+    }
+
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} never appeared:\n{screen}"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The pid of iotop-bpf: the child of the pane's shell.
+    fn tool_pid(&self) -> i32 {
+        let shell: i32 = sh(
+            "tmux",
+            &["display", "-p", "-t", &self.session, "#{pane_pid}"],
+        )
+        .trim()
+        .parse()
+        .unwrap();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the parenthesised comm: state, ppid, ...
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            if after.split(' ').nth(1).and_then(|p| p.parse::<i32>().ok()) == Some(shell) {
+                return pid;
+            }
+        }
+        panic!("no child of the pane's shell {shell}");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+fn session(name: &str) -> Tmux {
+    let tmux = Tmux::start(
+        name,
+        &format!("{} -d 0.5; echo EXIT=$?; sleep 120", binary().display()),
+    );
+    let screen = tmux.wait_for("Latency");
+    for pane in ["Disks", "Processes", "q quit"] {
+        assert!(screen.contains(pane), "{pane} missing at 80x24:\n{screen}");
+    }
+    assert!(tmux.alternate_screen());
+    tmux
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn keys_work_and_q_restores_the_terminal() {
+    if !require_root("keys_work_and_q_restores_the_terminal") {
+        return;
+    }
+    let tmux = session("keys");
+    tmux.keys("?");
+    tmux.wait_for("iotop-bpf keys");
+    tmux.keys("Escape");
+    tmux.keys("space");
+    tmux.wait_for("[PAUSED]");
+    tmux.keys("c");
+    tmux.wait_for("[TOTALS]");
+    tmux.keys("q");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        !tmux.alternate_screen(),
+        "still on the alternate screen after q"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn signals_restore_the_terminal() {
+    if !require_root("signals_restore_the_terminal") {
+        return;
+    }
+    for (name, signal) in [
+        ("term", libc::SIGTERM),
+        ("int", libc::SIGINT),
+        ("hup", libc::SIGHUP),
+    ] {
+        let tmux = session(name);
+        // SAFETY: kill with a pid we just found and a valid signal.
+        unsafe { libc::kill(tmux.tool_pid(), signal) };
+        let screen = tmux.wait_for("EXIT=");
+        assert!(screen.contains("EXIT=0"), "SIG{name}: {screen}");
+        assert!(
+            !tmux.alternate_screen(),
+            "SIG{name}: still on the alternate screen"
+        );
+        assert!(!screen.contains("panicked"), "{screen}");
+    }
+}
