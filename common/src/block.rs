@@ -23,6 +23,9 @@ pub const FLAG_PREFLUSH: u8 = 1 << 3;
 pub const FLAG_READAHEAD: u8 = 1 << 4;
 /// The record covers only part of the request (the driver completed it in pieces).
 pub const FLAG_PARTIAL: u8 = 1 << 5;
+/// The request was created by a thread that was inside a sync call (fsync, ...): data the
+/// sync had to write itself.
+pub const FLAG_IN_SYNC: u8 = 1 << 6;
 
 /// `origin` values: where the submitting task (pid, tgid, comm) was captured.
 ///
@@ -90,7 +93,9 @@ pub struct InFlight {
     /// Bytes still to complete (set at issue; partial completions count it down).
     pub remaining_bytes: u32,
     pub origin: u8,
-    pub _pad: [u8; 3],
+    /// `FLAG_IN_SYNC` when created inside a sync call.
+    pub flags: u8,
+    pub _pad: [u8; 2],
     pub comm: [u8; COMM_LEN],
 }
 

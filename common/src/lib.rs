@@ -13,6 +13,7 @@ pub mod block;
 pub mod hist;
 pub mod maps;
 pub mod rwbs;
+pub mod sync;
 pub mod tracepoint;
 
 pub use abi::*;

@@ -8,6 +8,8 @@ pub const EVENTS: &str = "EVENTS";
 pub const COUNTERS: &str = "COUNTERS";
 /// Per-CPU hash: kernel `dev_t` -> [`DiskAggregate`].
 pub const DISK_AGGREGATES: &str = "DISK_AGGREGATES";
+/// Per-CPU hash: tgid -> bytes the process asked to write (write syscalls), cumulative.
+pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
 /// Array of requests in flight ([`crate::block::InFlightSlot`], 2-way set associative).
 pub const IN_FLIGHT: &str = "IN_FLIGHT";
 
@@ -22,7 +24,9 @@ pub const COUNTER_READ_FAILED: u32 = 2;
 pub const COUNTER_IN_FLIGHT_EVICTED: u32 = 3;
 /// Requests issued without a creation event (attributed to the issuing task).
 pub const COUNTER_ISSUE_WITHOUT_START: u32 = 4;
-pub const COUNTER_COUNT: u32 = 5;
+/// A sync call's exit arrived without its entry (the probes attached mid-call).
+pub const COUNTER_SYNC_WITHOUT_ENTER: u32 = 5;
+pub const COUNTER_COUNT: u32 = 6;
 
 /// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
 /// overflows. Cumulative since the probes were loaded; user space takes differences.
@@ -56,5 +60,6 @@ mod pod {
     unsafe impl aya::Pod for crate::block::InFlightKey {}
     unsafe impl aya::Pod for crate::block::InFlight {}
     unsafe impl aya::Pod for crate::block::InFlightSlot {}
+    unsafe impl aya::Pod for crate::sync::SyscallOffsets {}
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
 }

@@ -10,7 +10,9 @@ use aya_ebpf::{
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
-    block::{BlockIoRecord, InFlight, InFlightKey, OP_COUNT, ORIGIN_ISSUE, ORIGIN_START},
+    block::{
+        BlockIoRecord, FLAG_IN_SYNC, InFlight, InFlightKey, OP_COUNT, ORIGIN_ISSUE, ORIGIN_START,
+    },
     hist::{SLOTS, log2_slot},
     maps::{
         COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_ISSUE_WITHOUT_START,
@@ -25,12 +27,13 @@ use crate::{
         COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, Window,
     },
     inflight,
+    sync::SYNCS_IN_FLIGHT,
 };
 
 /// 16 MiB: ~200k records of 80 (+8 header) bytes, over a second of headroom at 150k IOPS
 /// with the reader draining every 50 ms. The loader may resize it.
 #[map]
-static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
 
 #[map]
 static DISK_AGGREGATES: PerCpuHashMap<u32, DiskAggregate> =
@@ -52,6 +55,17 @@ static START_ORIGIN: Global<u8> = Global::new(ORIGIN_START);
 /// without a wakeup and the reader drains on its own timer: one wakeup per batch, not per I/O.
 #[unsafe(no_mangle)]
 static WAKEUP_BYTES: Global<u64> = Global::new(1 << 20);
+
+/// Submit flags: wake the reader only when a batch is pending, not per record.
+#[inline(always)]
+pub fn submit_flags() -> u64 {
+    let wake = if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES.load() {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    u64::from(wake)
+}
 
 #[inline(always)]
 pub fn bump(counter: u32) {
@@ -93,7 +107,13 @@ fn current_task(now: u64, origin: u8) -> InFlight {
         pid: pid_tgid as u32,
         remaining_bytes: 0,
         origin,
-        _pad: [0; 3],
+        // Data a sync call writes itself is the sync's cost, not background write-back.
+        flags: if SYNCS_IN_FLIGHT.get_ptr(&pid_tgid).is_some() {
+            FLAG_IN_SYNC
+        } else {
+            0
+        },
+        _pad: [0; 2],
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
     }
 }
@@ -193,7 +213,7 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
     let error = record.u32(offsets.error).unwrap_or(0) as i32;
     let rwbs: [u8; RWBS_READ_LEN] = record.bytes8(offsets.rwbs).unwrap_or([0; RWBS_READ_LEN]);
     let op = rwbs::op_of(&rwbs);
-    let mut flags = 0u8;
+    let mut flags = started.flags;
 
     let done_bytes = nr_sector << 9;
     // A partial completion (the driver completed the request in pieces): emit what completed
@@ -250,12 +270,7 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
         rwbs,
         comm: started.comm,
     });
-    let wake = if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES.load() {
-        BPF_RB_FORCE_WAKEUP
-    } else {
-        BPF_RB_NO_WAKEUP
-    };
-    slot.submit(u64::from(wake));
+    slot.submit(submit_flags());
     0
 }
 

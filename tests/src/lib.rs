@@ -86,11 +86,14 @@ impl LoopFs {
         .trim()
         .to_string();
         match fs {
+            // 4 KiB blocks even on small filesystems (mke2fs picks 1 KiB below 512 MiB).
             "ext4" => sh(
                 "mkfs.ext4",
                 &[
                     "-q",
                     "-F",
+                    "-b",
+                    "4096",
                     "-E",
                     "lazy_itable_init=0,lazy_journal_init=0",
                     &device,
@@ -210,6 +213,90 @@ pub fn num(value: &Value, field: &str) -> u64 {
     value[field]
         .as_u64()
         .unwrap_or_else(|| panic!("no numeric {field:?} in {value}"))
+}
+
+/// Runs `iotop-bpf workload ARGS...` to completion and returns (pid, stdout). The workload
+/// prints `pid N: ...` first.
+pub fn workload(args: &[&str]) -> (u32, String) {
+    workload_in(None, args)
+}
+
+/// Like [`workload`], inside a cgroup-v1 blkio group (`/sys/fs/cgroup/blkio/<group>`).
+pub fn workload_in(blkio_group: Option<&str>, args: &[&str]) -> (u32, String) {
+    let bin = binary();
+    let out = match blkio_group {
+        None => Command::new(&bin).arg("workload").args(args).output(),
+        Some(group) => {
+            let script = format!(
+                "echo $$ > /sys/fs/cgroup/blkio/{group}/cgroup.procs && exec \"$0\" workload \"$@\""
+            );
+            Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .arg(&bin)
+                .args(args)
+                .output()
+        }
+    }
+    .expect("run the workload");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "workload {args:?} failed: {}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid = stdout
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.trim_end_matches(':').parse().ok())
+        .unwrap_or_else(|| panic!("no pid in the workload's output: {stdout}"));
+    (pid, stdout)
+}
+
+/// A cgroup-v1 blkio group that throttles writes to `dev` (`major:minor`) to `iops`;
+/// removed on drop.
+pub struct BlkioThrottle {
+    pub name: String,
+}
+
+impl BlkioThrottle {
+    pub fn new(dev: &str, write_iops: u32) -> Self {
+        let name = format!("iotop-bpf-test-{}", std::process::id());
+        let dir = PathBuf::from("/sys/fs/cgroup/blkio").join(&name);
+        std::fs::create_dir_all(&dir).expect("create a blkio cgroup (cgroup v1 blkio mounted?)");
+        std::fs::write(
+            dir.join("blkio.throttle.write_iops_device"),
+            format!("{dev} {write_iops}"),
+        )
+        .expect("set the blkio write throttle");
+        Self { name }
+    }
+}
+
+impl Drop for BlkioThrottle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(PathBuf::from("/sys/fs/cgroup/blkio").join(&self.name));
+    }
+}
+
+/// Every process entry of `pid`, one per interval it appeared in.
+#[must_use]
+pub fn entries_of(intervals: &[Value], pid: u32) -> Vec<&Value> {
+    intervals
+        .iter()
+        .flat_map(|i| i["processes"].as_array().unwrap().iter())
+        .filter(|p| p["pid"].as_u64() == Some(u64::from(pid)))
+        .collect()
+}
+
+/// Every active finding of `kind` for `pid`.
+#[must_use]
+pub fn findings_of<'a>(intervals: &'a [Value], kind: &str, pid: u32) -> Vec<&'a Value> {
+    intervals
+        .iter()
+        .flat_map(|i| i["findings"].as_array().unwrap().iter())
+        .filter(|f| f["kind"] == kind && f["pid"].as_u64() == Some(u64::from(pid)))
+        .collect()
 }
 
 /// The figures a process had on one device, summed over every interval.

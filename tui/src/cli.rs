@@ -51,6 +51,51 @@ pub enum Command {
 pub enum Workload {
     /// O_DIRECT block-aligned writes then reads of one file: healthy, easy-to-count I/O.
     DirectIo(DirectIo),
+    /// Small appends, each followed by a sync call (lab001): write amplification.
+    SmallSync(SmallSync),
+}
+
+/// The sync call `small-sync` makes after each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyncCallKind {
+    Fsync,
+    Fdatasync,
+    SyncFileRange,
+    /// No sync at all: buffered writes left to background write-back.
+    None,
+}
+
+impl SyncCallKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fsync => "fsync",
+            Self::Fdatasync => "fdatasync",
+            Self::SyncFileRange => "sync_file_range",
+            Self::None => "no sync",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SmallSync {
+    /// Directory for the log file (on the filesystem to look at).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Bytes per record.
+    #[arg(long, default_value_t = 128)]
+    pub record_size: usize,
+    /// The sync call after each record.
+    #[arg(long, value_enum, default_value_t = SyncCallKind::Fsync)]
+    pub sync: SyncCallKind,
+    /// Records to write.
+    #[arg(long, default_value_t = 500)]
+    pub count: u64,
+    /// Pause between records, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub interval_ms: u64,
+    /// Keep the log file afterwards.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,10 +1,12 @@
 //! Ring-buffer records to model events. A short or unknown record is an error the caller
 //! counts and skips; it never stops the pipeline.
 
-use iotop_bpf_common::{RECORD_BLOCK_IO, RecordHeader, block::BlockIoRecord};
+use iotop_bpf_common::{
+    RECORD_BLOCK_IO, RECORD_SYNC_CALL, RecordHeader, block::BlockIoRecord, sync::SyncCallRecord,
+};
 use thiserror::Error;
 
-use crate::model::{BlockIo, Comm, Dev, Op};
+use crate::model::{BlockIo, Comm, Dev, FileRef, Op, SyncCall, SyncKind};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
@@ -18,12 +20,15 @@ pub enum DecodeError {
     },
     #[error("unknown record kind {0}")]
     UnknownKind(u16),
+    #[error("unknown sync call kind {0}")]
+    UnknownSyncKind(u8),
 }
 
 /// A decoded record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     Block(BlockIo),
+    Sync(SyncCall),
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
@@ -36,6 +41,10 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RECORD_BLOCK_IO => {
             let raw: BlockIoRecord = read_exact(&header, bytes)?;
             Ok(Record::Block(block_io(&raw)))
+        }
+        RECORD_SYNC_CALL => {
+            let raw: SyncCallRecord = read_exact(&header, bytes)?;
+            Ok(Record::Sync(sync_call(&raw)?))
         }
         kind => Err(DecodeError::UnknownKind(kind)),
     }
@@ -68,7 +77,31 @@ fn block_io(raw: &BlockIoRecord) -> BlockIo {
         issued_ns: raw.issued_ns,
         completed_ns: raw.completed_ns,
         error: raw.error,
+        kernel_thread: false,
     }
+}
+
+fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
+    let kind = SyncKind::from_code(raw.kind).ok_or(DecodeError::UnknownSyncKind(raw.kind))?;
+    let fd = (raw.fd >= 0).then_some(raw.fd);
+    Ok(SyncCall {
+        tgid: raw.tgid,
+        pid: raw.pid,
+        comm: Comm::from_bytes(raw.comm),
+        kind,
+        fd,
+        start_ns: raw.start_ns,
+        end_ns: raw.end_ns,
+        ret: raw.ret,
+        window_bytes: raw.window_bytes,
+        window_writes: raw.window_writes,
+        file: if fd.is_some() {
+            FileRef::Unresolved("not looked up".to_string())
+        } else {
+            FileRef::NoFile
+        },
+        dev: None,
+    })
 }
 
 #[cfg(test)]
@@ -107,7 +140,9 @@ mod tests {
     #[test]
     fn decodes_a_block_record() {
         let raw = sample();
-        let Record::Block(io) = decode(bytemuck::bytes_of(&raw)).unwrap();
+        let Ok(Record::Block(io)) = decode(bytemuck::bytes_of(&raw)) else {
+            panic!("not a block record")
+        };
         assert_eq!(io.dev, Dev::new(7, 3));
         assert_eq!((io.tgid, io.pid, io.bytes), (42, 43, 4096));
         assert_eq!(io.op, Op::Write);
@@ -117,6 +152,51 @@ mod tests {
             (io.queue_ns(), io.device_ns(), io.latency_ns()),
             (50, 250, 300)
         );
+    }
+
+    #[test]
+    fn decodes_a_sync_call() {
+        let mut comm = [0u8; 16];
+        comm[..6].copy_from_slice(b"lab001");
+        let raw = SyncCallRecord {
+            header: RecordHeader {
+                kind: RECORD_SYNC_CALL,
+                size: size_of::<SyncCallRecord>() as u16,
+                _reserved: 0,
+            },
+            start_ns: 1_000,
+            end_ns: 5_000,
+            ret: 0,
+            window_bytes: 128,
+            window_writes: 1,
+            tgid: 7,
+            pid: 8,
+            fd: 3,
+            kind: iotop_bpf_common::sync::SYNC_FDATASYNC,
+            _pad: [0; 3],
+            comm,
+        };
+        let Ok(Record::Sync(call)) = decode(bytemuck::bytes_of(&raw)) else {
+            panic!("not a sync record")
+        };
+        assert_eq!(
+            (call.kind, call.fd, call.latency_ns()),
+            (SyncKind::Fdatasync, Some(3), 4_000)
+        );
+        assert_eq!((call.window_bytes, call.window_writes), (128, 1));
+        let mut bad = raw;
+        bad.kind = 99;
+        assert_eq!(
+            decode(bytemuck::bytes_of(&bad)),
+            Err(DecodeError::UnknownSyncKind(99))
+        );
+        let mut no_fd = raw;
+        no_fd.fd = -1;
+        no_fd.kind = iotop_bpf_common::sync::SYNC_SYNC;
+        let Ok(Record::Sync(call)) = decode(bytemuck::bytes_of(&no_fd)) else {
+            panic!()
+        };
+        assert_eq!((call.fd, call.file), (None, FileRef::NoFile));
     }
 
     #[test]

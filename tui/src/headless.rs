@@ -38,6 +38,7 @@ pub async fn run(cli: &Cli, env: &Environment, out: &mut impl Write) -> Result<(
             () = shutdown.recv() => {
                 // Report the partial interval, so nothing seen before the signal is lost.
                 drain_all(&mut feed, &mut model);
+                model.settle_all(crate::feed::monotonic_ns());
                 print(cli, &model.tick(&feed.sample()), out)?;
                 break;
             }
@@ -65,6 +66,7 @@ pub async fn run(cli: &Cli, env: &Environment, out: &mut impl Write) -> Result<(
 pub fn drain_all(feed: &mut LiveFeed, model: &mut Aggregator) {
     let mut sink = |record| match record {
         Ok(crate::decode::Record::Block(io)) => model.ingest(&io),
+        Ok(crate::decode::Record::Sync(call)) => model.ingest_sync(&call),
         Err(_) => model.note_bad_record(),
     };
     while feed.drain(MAX_BATCH, &mut sink) == MAX_BATCH {}

@@ -1,6 +1,7 @@
 //! Where events come from: the live ring buffer, plus the kernel-side totals and the block
 //! device names sampled at the end of each interval.
 
+mod procfs;
 mod sysfs;
 
 use std::{io, os::fd::AsRawFd as _};
@@ -38,6 +39,8 @@ pub struct LiveFeed {
     events: AsyncFd<RingBuf<MapData>>,
     counters: PerCpuArray<MapData, u64>,
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
+    logical_writes: PerCpuHashMap<MapData, u32, u64>,
+    procs: procfs::ProcCache,
     started_ns: u64,
     report: ProbeReport,
     // Last, so the maps above are closed before the programs are detached.
@@ -52,6 +55,7 @@ impl LiveFeed {
             events,
             counters,
             disks,
+            logical_writes,
         } = probes.take_maps()?;
         // SAFETY: the ring buffer owns its fd and is owned by the AsyncFd for as long as it is
         // registered, so the fd stays open while registered.
@@ -62,6 +66,8 @@ impl LiveFeed {
             events,
             counters,
             disks,
+            logical_writes,
+            procs: procfs::ProcCache::default(),
             started_ns: monotonic_ns(),
             report: probes.report.clone(),
             _probes: probes,
@@ -93,10 +99,16 @@ impl LiveFeed {
         sink: &mut impl FnMut(Result<Record, DecodeError>),
     ) -> usize {
         let ring = self.events.get_mut();
+        let now_ns = monotonic_ns();
         let mut taken = 0;
         while taken < max {
             let Some(item) = ring.next() else { break };
-            sink(decode(&item));
+            let mut record = decode(&item);
+            drop(item);
+            if let Ok(record) = &mut record {
+                annotate(&mut self.procs, record, now_ns);
+            }
+            sink(record);
             taken += 1;
         }
         taken
@@ -124,10 +136,17 @@ impl LiveFeed {
             .filter_map(Result::ok)
             .map(|(dev, per_cpu)| sum_disk(Dev::from_kernel(dev), per_cpu.iter()))
             .collect();
+        let logical_writes = self
+            .logical_writes
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
+            .collect();
         KernelSample {
             now_ns,
             counters,
             disks,
+            logical_writes,
             diskstats: diskstats(),
             names: block_device_names(),
         }
@@ -136,6 +155,18 @@ impl LiveFeed {
     /// The ring buffer's fd, for diagnostics.
     pub fn ring_fd(&self) -> i32 {
         self.events.as_raw_fd()
+    }
+}
+
+/// Adds what /proc knows: kernel threads, and the file behind a sync call's fd.
+fn annotate(procs: &mut procfs::ProcCache, record: &mut Record, now_ns: u64) {
+    match record {
+        Record::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
+        Record::Sync(call) => {
+            if let Some(fd) = call.fd {
+                (call.file, call.dev) = procs.resolve_fd(call.tgid, fd, now_ns);
+            }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Block device names and busy time from sysfs and procfs.
 
-use std::fs;
+use std::{fs, path::Path};
 
 use crate::model::{Dev, DiskStat};
 
@@ -46,6 +46,21 @@ pub fn parse_diskstats(text: &str) -> Vec<DiskStat> {
             })
         })
         .collect()
+}
+
+/// The whole disk a (partition) device belongs to: block tracepoints report requests against
+/// the disk, files report their partition. Devices that are not partitions map to themselves.
+pub fn whole_disk(dev: Dev) -> Dev {
+    let dir = Path::new("/sys/dev/block").join(dev.to_string());
+    if !dir.join("partition").exists() {
+        return dev;
+    }
+    fs::canonicalize(&dir)
+        .ok()
+        .and_then(|part| part.parent().map(|disk| disk.join("dev")))
+        .and_then(|file| fs::read_to_string(file).ok())
+        .and_then(|text| parse_dev(&text))
+        .unwrap_or(dev)
 }
 
 #[cfg(test)]

@@ -1,15 +1,19 @@
 //! Folding events and kernel samples into per-process and per-disk state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op,
+    BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op, SyncCall,
+    blame::{Blame, Charge},
+    findings::{self, FindingBook},
     hist::{LatencyHist, Log2Hist},
     snapshot::{
         DiskFigures, DiskRow, EventStats, Latency, ProcDeviceRow, ProcFigures, ProcRow, Snapshot,
+        SyncCallRow,
     },
+    sync::SyncStats,
 };
 
 /// Knobs of the model.
@@ -97,6 +101,8 @@ struct ProcPeriod {
     counts: OpCounts,
     latencies: Latencies,
     devices: BTreeMap<Dev, OpCounts>,
+    sync: SyncStats,
+    logical_bytes: u64,
 }
 
 impl ProcPeriod {
@@ -111,11 +117,15 @@ impl ProcPeriod {
         for (dev, counts) in &other.devices {
             self.devices.entry(*dev).or_default().merge(counts);
         }
+        self.sync.merge(&other.sync);
+        self.logical_bytes += other.logical_bytes;
     }
     fn clear(&mut self) {
         self.counts = OpCounts::default();
         self.latencies.clear();
         self.devices.clear();
+        self.sync = SyncStats::default();
+        self.logical_bytes = 0;
     }
     fn figures(&self) -> ProcFigures {
         let c = &self.counts;
@@ -131,6 +141,8 @@ impl ProcPeriod {
             queue_hist: self.latencies.queue.log2(),
             device_hist: self.latencies.device.log2(),
             total_hist: self.latencies.total.log2(),
+            logical_write_bytes: self.logical_bytes,
+            sync: self.sync.figures(),
         }
     }
 }
@@ -141,7 +153,29 @@ struct ProcState {
     last_seen_ns: u64,
     interval: ProcPeriod,
     total: ProcPeriod,
+    /// Newest last.
+    recent_syncs: VecDeque<SyncCall>,
 }
+
+impl ProcState {
+    fn new(comm: Comm, seen_ns: u64) -> Self {
+        Self {
+            comm,
+            last_seen_ns: seen_ns,
+            interval: ProcPeriod::default(),
+            total: ProcPeriod::default(),
+            recent_syncs: VecDeque::new(),
+        }
+    }
+
+    fn seen(&mut self, comm: Comm, at_ns: u64) {
+        self.comm = comm;
+        self.last_seen_ns = self.last_seen_ns.max(at_ns);
+    }
+}
+
+/// Sync calls kept per process for the drill-down.
+const RECENT_SYNCS: usize = 32;
 
 /// Per-disk state: percentiles from the records; counts come from the kernel totals.
 #[derive(Clone, Debug, Default)]
@@ -168,6 +202,9 @@ pub struct Aggregator {
     received_total: u64,
     bad: u64,
     bad_total: u64,
+    blame: Blame,
+    prev_logical: HashMap<u32, u64>,
+    findings: FindingBook,
 }
 
 impl Aggregator {
@@ -188,21 +225,68 @@ impl Aggregator {
             received_total: 0,
             bad: 0,
             bad_total: 0,
+            blame: Blame::default(),
+            prev_logical: HashMap::new(),
+            findings: FindingBook::default(),
         }
     }
 
     pub fn ingest(&mut self, io: &BlockIo) {
         self.received += 1;
-        let proc = self.procs.entry(io.tgid).or_insert_with(|| ProcState {
-            comm: io.comm,
-            last_seen_ns: io.completed_ns,
-            interval: ProcPeriod::default(),
-            total: ProcPeriod::default(),
-        });
-        proc.comm = io.comm;
-        proc.last_seen_ns = proc.last_seen_ns.max(io.completed_ns);
+        let proc = self
+            .procs
+            .entry(io.tgid)
+            .or_insert_with(|| ProcState::new(io.comm, io.completed_ns));
+        proc.seen(io.comm, io.completed_ns);
         proc.interval.add(io);
+        if io.in_sync() && io.op == Op::Write {
+            proc.interval.sync.add_in_sync_write(u64::from(io.bytes));
+        }
         self.disks.entry(io.dev).or_default().interval.add(io);
+        self.blame.note_write(io);
+    }
+
+    pub fn ingest_sync(&mut self, call: &SyncCall) {
+        self.received += 1;
+        let proc = self
+            .procs
+            .entry(call.tgid)
+            .or_insert_with(|| ProcState::new(call.comm, call.end_ns));
+        proc.seen(call.comm, call.end_ns);
+        proc.interval.sync.add_call(call);
+        if proc.recent_syncs.len() == RECENT_SYNCS {
+            proc.recent_syncs.pop_front();
+        }
+        proc.recent_syncs.push_back(call.clone());
+        self.blame.note_sync(call);
+    }
+
+    /// Charges every kernel-thread write still waiting for its grace period, so that a last
+    /// report before exiting includes them.
+    pub fn settle_all(&mut self, now_ns: u64) {
+        let charges = self.blame.settle(now_ns, true);
+        self.apply_charges(&charges);
+    }
+
+    fn apply_charges(&mut self, charges: &[Charge]) {
+        for charge in charges {
+            if let Some(to) = self.procs.get_mut(&charge.to_tgid) {
+                to.interval.sync.add_charge_received(charge);
+            }
+            if let Some(from) = self.procs.get_mut(&charge.from_tgid) {
+                from.interval.sync.add_charge_given(charge);
+            }
+        }
+    }
+
+    /// Logical write bytes of this interval, from the kernel's cumulative per-process sums.
+    fn take_logical_writes(&mut self, sample: &KernelSample) {
+        for &(tgid, total) in &sample.logical_writes {
+            let before = self.prev_logical.insert(tgid, total).unwrap_or(0);
+            if let Some(proc) = self.procs.get_mut(&tgid) {
+                proc.interval.logical_bytes += total.saturating_sub(before);
+            }
+        }
     }
 
     /// A record that could not be decoded.
@@ -213,6 +297,9 @@ impl Aggregator {
     /// Closes the interval ending at `sample.now_ns` and returns its snapshot.
     pub fn tick(&mut self, sample: &KernelSample) -> Snapshot {
         self.seq += 1;
+        let charges = self.blame.settle(sample.now_ns, false);
+        self.apply_charges(&charges);
+        self.take_logical_writes(sample);
         let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
         self.last_tick_ns = sample.now_ns;
         self.received_total += self.received;
@@ -249,7 +336,7 @@ impl Aggregator {
         let procs = self.proc_rows(&name_of);
         self.forget_idle(sample.now_ns);
 
-        Snapshot {
+        let mut snap = Snapshot {
             seq: self.seq,
             now_ns: sample.now_ns,
             interval_ns,
@@ -257,7 +344,10 @@ impl Aggregator {
             events,
             disks,
             procs,
-        }
+            findings: Vec::new(),
+        };
+        snap.findings = self.findings.update(sample.now_ns, findings::detect(&snap));
+        snap
     }
 
     fn disk_rows(
@@ -342,6 +432,20 @@ impl Aggregator {
                     interval: state.interval.figures(),
                     total: state.total.figures(),
                     devices,
+                    recent_syncs: state
+                        .recent_syncs
+                        .iter()
+                        .rev()
+                        .map(|call| SyncCallRow {
+                            kind: call.kind.name(),
+                            fd: call.fd,
+                            file: call.file.to_string(),
+                            latency_ns: call.latency_ns(),
+                            ret: call.ret,
+                            end_ns: call.end_ns,
+                            window_bytes: call.window_bytes,
+                        })
+                        .collect(),
                 };
                 state.interval.clear();
                 row

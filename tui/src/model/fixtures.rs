@@ -29,6 +29,7 @@ pub fn demo_snapshot() -> Snapshot {
                 issued_ns: i * US + queue,
                 completed_ns: i * US + queue + device,
                 error: 0,
+                kernel_thread: false,
             });
         };
     for i in 0..400 {
@@ -106,6 +107,7 @@ pub fn demo_snapshot() -> Snapshot {
                 io_ticks_ms: busy / 2,
             },
         ],
+        logical_writes: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
     };
     // A first, empty interval gives the busy-time baseline.

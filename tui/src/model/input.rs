@@ -4,10 +4,11 @@ use std::fmt;
 
 use iotop_bpf_common::{
     block::{
-        FLAG_FUA, FLAG_META, FLAG_PARTIAL, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC, OP_COUNT,
-        OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE,
+        FLAG_FUA, FLAG_IN_SYNC, FLAG_META, FLAG_PARTIAL, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC,
+        OP_COUNT, OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE,
     },
     hist::SLOTS,
+    sync::{SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS},
 };
 
 /// A block device number, `major:minor`.
@@ -126,6 +127,9 @@ pub struct BlockIo {
     pub issued_ns: u64,
     pub completed_ns: u64,
     pub error: i32,
+    /// Submitted by a kernel thread (jbd2, kworker, ...): a candidate for charging to the
+    /// sync callers it wrote for. Set by the feed from /proc, not by the probes.
+    pub kernel_thread: bool,
 }
 
 impl BlockIo {
@@ -155,6 +159,100 @@ impl BlockIo {
     }
     pub fn is_partial(&self) -> bool {
         self.flags & FLAG_PARTIAL != 0
+    }
+    /// Created by a thread inside a sync call: data the sync itself had to write.
+    pub fn in_sync(&self) -> bool {
+        self.flags & FLAG_IN_SYNC != 0
+    }
+}
+
+/// Which sync call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyncKind {
+    Fsync,
+    Fdatasync,
+    SyncFileRange,
+    Syncfs,
+    Sync,
+    Msync,
+}
+
+impl SyncKind {
+    pub fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            SYNC_FSYNC => Self::Fsync,
+            SYNC_FDATASYNC => Self::Fdatasync,
+            SYNC_FILE_RANGE => Self::SyncFileRange,
+            SYNC_SYNCFS => Self::Syncfs,
+            SYNC_SYNC => Self::Sync,
+            SYNC_MSYNC => Self::Msync,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fsync => "fsync",
+            Self::Fdatasync => "fdatasync",
+            Self::SyncFileRange => "sync_file_range",
+            Self::Syncfs => "syncfs",
+            Self::Sync => "sync",
+            Self::Msync => "msync",
+        }
+    }
+
+    /// Calls that make metadata durable, i.e. may wait for a journal commit
+    /// (sync_file_range only writes data pages).
+    pub fn commits_journal(self) -> bool {
+        !matches!(self, Self::SyncFileRange)
+    }
+}
+
+/// One completed sync call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyncCall {
+    pub tgid: u32,
+    pub pid: u32,
+    pub comm: Comm,
+    pub kind: SyncKind,
+    /// `None` for calls without a file (sync, msync).
+    pub fd: Option<i32>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub ret: i64,
+    /// Bytes the process asked to write to this fd since its previous sync, and in how many
+    /// write calls.
+    pub window_bytes: u64,
+    pub window_writes: u64,
+    /// The file behind the fd (resolved by the feed from /proc), or why it is unknown.
+    pub file: FileRef,
+    /// The whole disk the file lives on, when known.
+    pub dev: Option<Dev>,
+}
+
+impl SyncCall {
+    pub fn latency_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// What a sync call's fd referred to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileRef {
+    /// The call has no file (sync, msync).
+    NoFile,
+    Path(String),
+    /// The fd could not be resolved, and why (e.g. the process exited first).
+    Unresolved(String),
+}
+
+impl fmt::Display for FileRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoFile => f.write_str("-"),
+            Self::Path(path) => f.write_str(path),
+            Self::Unresolved(why) => write!(f, "? ({why})"),
+        }
     }
 }
 
@@ -202,6 +300,8 @@ pub struct KernelSample {
     pub counters: KernelCounters,
     pub disks: Vec<DiskTotals>,
     pub diskstats: Vec<DiskStat>,
+    /// Bytes each process asked to write (write syscalls), cumulative: (tgid, bytes).
+    pub logical_writes: Vec<(u32, u64)>,
     /// Device names (`/sys/block/*/dev`), e.g. `7:0` -> `loop0`.
     pub names: Vec<(Dev, String)>,
 }

@@ -5,15 +5,23 @@
 //! [`Snapshot`]. That is what lets unit tests feed synthetic streams.
 
 mod aggregator;
+mod blame;
+pub mod findings;
 pub mod hist;
 mod input;
 mod snapshot;
+mod sync;
 
 pub use aggregator::{Aggregator, Settings};
+pub use blame::GRACE_NS;
 pub use hist::{LatencyHist, Log2Hist};
-pub use input::{BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op};
+pub use input::{
+    BlockIo, Comm, Dev, DiskStat, DiskTotals, FileRef, KernelCounters, KernelSample, Op, SyncCall,
+    SyncKind,
+};
 pub use snapshot::{
-    DiskFigures, DiskRow, EventStats, Latency, ProcDeviceRow, ProcFigures, ProcRow, Snapshot,
+    DiskFigures, DiskRow, EventStats, Latency, Party, ProcDeviceRow, ProcFigures, ProcRow,
+    Snapshot, SyncCallRow, SyncFigures,
 };
 
 #[cfg(test)]

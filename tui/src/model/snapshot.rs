@@ -105,9 +105,53 @@ pub struct ProcFigures {
     pub queue_hist: Log2Hist,
     pub device_hist: Log2Hist,
     pub total_hist: Log2Hist,
+    /// Bytes it asked to write in write syscalls (to any fd: files, pipes, sockets).
+    pub logical_write_bytes: u64,
+    pub sync: SyncFigures,
+}
+
+/// Another process in a charge: who wrote for whom, and how much.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Party {
+    pub tgid: u32,
+    pub comm: String,
+    pub bytes: u64,
+}
+
+/// A process's sync calls over some period.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyncFigures {
+    pub syncs: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    pub latency: Latency,
+    pub hist: Log2Hist,
+    /// Bytes (and write calls) written to the synced fds since their previous syncs.
+    pub window_bytes: u64,
+    pub window_writes: u64,
+    /// Bytes of write requests the process created while inside its sync calls.
+    pub in_sync_write_bytes: u64,
+    /// Bytes kernel threads (journal, write-back) wrote while its sync calls waited.
+    pub charged_write_bytes: u64,
+    /// Who wrote those bytes.
+    pub charged_from: Vec<Party>,
+    /// For a kernel thread: whom it wrote for.
+    pub on_behalf_of: Vec<Party>,
 }
 
 impl ProcFigures {
+    /// (device bytes it wrote + device bytes written for it) / bytes it asked to write;
+    /// 0 when it asked for nothing.
+    pub fn write_amplification(&self) -> f64 {
+        if self.logical_write_bytes == 0 {
+            return 0.0;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a display ratio")]
+        let ratio = (self.write_bytes + self.sync.charged_write_bytes) as f64
+            / self.logical_write_bytes as f64;
+        ratio
+    }
+
     pub fn ios(&self) -> u64 {
         self.reads + self.writes + self.others
     }
@@ -138,6 +182,20 @@ pub struct ProcRow {
     pub total: ProcFigures,
     /// Per disk, for the interval; empty rows are left out.
     pub devices: Vec<ProcDeviceRow>,
+    /// Its most recent sync calls, newest first.
+    pub recent_syncs: Vec<SyncCallRow>,
+}
+
+/// One sync call, for the drill-down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyncCallRow {
+    pub kind: &'static str,
+    pub fd: Option<i32>,
+    pub file: String,
+    pub latency_ns: u64,
+    pub ret: i64,
+    pub end_ns: u64,
+    pub window_bytes: u64,
 }
 
 /// One closed interval.
@@ -154,6 +212,8 @@ pub struct Snapshot {
     pub disks: Vec<DiskRow>,
     /// Every process seen (recently), sorted by pid; views sort and filter.
     pub procs: Vec<ProcRow>,
+    /// Active findings first (worst, newest), then fading ones.
+    pub findings: Vec<super::findings::Finding>,
 }
 
 impl Snapshot {

@@ -31,6 +31,7 @@ fn io(
         issued_ns: at_ns + queue,
         completed_ns: at_ns + queue + device,
         error: 0,
+        kernel_thread: false,
     }
 }
 
@@ -67,6 +68,7 @@ fn sample(now_ns: u64, events: &[BlockIo]) -> KernelSample {
         counters: KernelCounters::default(),
         disks: totals_of(events),
         diskstats: vec![],
+        logical_writes: vec![],
         names: vec![(LOOP0, "loop0".into()), (NVME, "nvme0n1".into())],
     }
 }

@@ -1,6 +1,7 @@
 //! Loading and attaching the eBPF probes, with field offsets taken from tracefs.
 
 pub mod privilege;
+mod syscalls;
 pub mod tracefs;
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -11,8 +12,9 @@ use aya::{
 };
 use iotop_bpf_common::{
     block::{ORIGIN_INSERT, ORIGIN_START},
-    maps::{COUNTERS, DISK_AGGREGATES, DiskAggregate, EVENTS},
+    maps::{COUNTERS, DISK_AGGREGATES, DiskAggregate, EVENTS, LOGICAL_WRITES},
     rwbs::RWBS_READ_LEN,
+    sync::GLOBAL_SYSCALL_OFFSETS,
     tracepoint::{
         ABSENT, FieldOffsets, GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS,
         GLOBAL_ISSUE_FIELDS, GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN,
@@ -51,6 +53,8 @@ pub struct ProbeMaps {
     pub events: RingBuf<MapData>,
     pub counters: PerCpuArray<MapData, u64>,
     pub disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
+    /// tgid -> bytes asked to be written (an LRU per-CPU hash; aya reads it like a hash).
+    pub logical_writes: PerCpuHashMap<MapData, u32, u64>,
 }
 
 /// One program and the tracepoint(s) it may attach to, in order of preference.
@@ -132,25 +136,39 @@ impl Probes {
             _ => ORIGIN_START,
         };
 
+        let syscalls = syscalls::plan(&env.tracefs)?;
+        report.degraded.extend(syscalls.degraded.iter().cloned());
+        plan.extend(
+            syscalls
+                .attach
+                .iter()
+                .map(|&(program, name)| (program, "syscalls", name)),
+        );
+
         let mut loader = EbpfLoader::new();
         for (global, fields) in &offsets {
             loader.override_global(global, fields, true);
         }
+        loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
         let mut ebpf = loader
             .load(EBPF_OBJECT)
             .context("load the eBPF object into the kernel")?;
 
+        let mut loaded = std::collections::HashSet::new();
         for (program, category, name) in plan {
             let tracepoint: &mut TracePoint = ebpf
                 .program_mut(program)
                 .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
                 .try_into()
                 .with_context(|| format!("{program} is not a tracepoint program"))?;
-            tracepoint
-                .load()
-                .with_context(|| format!("load program {program} (verifier)"))?;
+            // One program may serve several tracepoints: load it once, attach it to each.
+            if loaded.insert(program) {
+                tracepoint
+                    .load()
+                    .with_context(|| format!("load program {program} (verifier)"))?;
+            }
             tracepoint
                 .attach(category, name)
                 .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
@@ -170,6 +188,8 @@ impl Probes {
             counters: PerCpuArray::try_from(take(COUNTERS)?).context("map COUNTERS")?,
             disks: PerCpuHashMap::try_from(take(DISK_AGGREGATES)?)
                 .context("map DISK_AGGREGATES")?,
+            logical_writes: PerCpuHashMap::try_from(take(LOGICAL_WRITES)?)
+                .context("map LOGICAL_WRITES")?,
         })
     }
 }

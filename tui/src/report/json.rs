@@ -5,7 +5,10 @@ use iotop_bpf_common::hist::slot_upper_us;
 use serde::Serialize;
 
 use super::active_procs;
-use crate::model::{DiskRow, Latency, Log2Hist, ProcRow, Snapshot};
+use crate::model::{
+    DiskRow, Latency, Log2Hist, Party, ProcRow, Snapshot,
+    findings::{Evidence, Finding},
+};
 
 #[derive(Serialize)]
 pub struct Interval<'a> {
@@ -16,8 +19,62 @@ pub struct Interval<'a> {
     pub processes: Vec<Process<'a>>,
     /// Filled by the D-state pane's source once it lands.
     pub dstate: Vec<serde_json::Value>,
-    /// Filled by the findings engine once it lands.
-    pub findings: Vec<serde_json::Value>,
+    /// Active findings of this interval, worst first.
+    pub findings: Vec<FindingJson<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct FindingJson<'a> {
+    pub kind: &'static str,
+    pub severity: &'static str,
+    pub pid: Option<u32>,
+    pub comm: &'a str,
+    pub dev: Option<String>,
+    pub summary: &'a str,
+    pub evidence: serde_json::Map<String, serde_json::Value>,
+    pub why: &'a str,
+    pub hint: &'a str,
+    /// Seconds the pattern has been seen for.
+    pub active_s: f64,
+}
+
+impl<'a> From<&'a Finding> for FindingJson<'a> {
+    fn from(f: &'a Finding) -> Self {
+        let evidence = f
+            .evidence
+            .iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    Evidence::Count(n) => serde_json::Value::from(*n),
+                    Evidence::Ratio(x) => serde_json::Value::from(*x),
+                    Evidence::Text(t) => serde_json::Value::from(t.as_str()),
+                };
+                ((*key).to_string(), value)
+            })
+            .collect();
+        #[expect(clippy::cast_precision_loss, reason = "seconds for display")]
+        let active_s =
+            (f.last_seen_ns.saturating_sub(f.first_seen_ns) as f64 / 1e9 * 10.0).round() / 10.0;
+        Self {
+            kind: f.kind.name(),
+            severity: f.severity.name(),
+            pid: f.tgid,
+            comm: &f.comm,
+            dev: f.dev.map(|d| d.to_string()),
+            summary: &f.summary,
+            evidence,
+            why: &f.why,
+            hint: &f.fix,
+            active_s,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct WrittenFor<'a> {
+    pub pid: u32,
+    pub comm: &'a str,
+    pub bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -145,18 +202,45 @@ pub struct Process<'a> {
     pub others: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
-    /// Issue 3 (sync latency) fills these; 0 until then.
+    /// What it asked to write in write syscalls (any fd).
     pub logical_write_bytes: u64,
+    /// What kernel threads (journal, write-back) wrote while its syncs waited.
     pub charged_write_bytes: u64,
+    /// (write_bytes + charged_write_bytes) / logical_write_bytes; 0 without logical writes.
     pub write_amplification: f64,
     pub ios: u64,
     pub io_latency_us: Percentiles,
     pub queue_us: Percentiles,
     pub device_us: Percentiles,
     pub syncs: u64,
+    pub sync_errors: u64,
     pub sync_latency_us: Percentiles,
+    /// Bytes written to the synced fds since their previous syncs (the synced payload).
+    pub sync_window_bytes: u64,
+    /// Bytes of write requests it created inside its own sync calls.
+    pub sync_write_bytes: u64,
+    /// Who wrote the charged bytes (e.g. jbd2/loop0-8).
+    pub charged_from: Vec<WrittenFor<'a>>,
+    /// For kernel threads: whom they wrote for.
+    pub written_for: Vec<WrittenFor<'a>>,
     pub dstate_ms: u64,
     pub devices: Vec<ProcessDevice<'a>>,
+    /// Since iotop-bpf started (or first saw the process).
+    pub totals: ProcessTotals,
+}
+
+#[derive(Serialize)]
+pub struct ProcessTotals {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub ios: u64,
+    pub io_latency_us: Percentiles,
+    pub syncs: u64,
+    pub sync_latency_us: Percentiles,
+    pub logical_write_bytes: u64,
+    pub charged_write_bytes: u64,
 }
 
 impl<'a> From<&'a ProcRow> for Process<'a> {
@@ -170,15 +254,20 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             others: f.others,
             read_bytes: f.read_bytes,
             write_bytes: f.write_bytes,
-            logical_write_bytes: 0,
-            charged_write_bytes: 0,
-            write_amplification: 0.0,
+            logical_write_bytes: f.logical_write_bytes,
+            charged_write_bytes: f.sync.charged_write_bytes,
+            write_amplification: round2(f.write_amplification()),
             ios: f.ios(),
             io_latency_us: (&f.latency).into(),
             queue_us: (&f.queue).into(),
             device_us: (&f.device).into(),
-            syncs: 0,
-            sync_latency_us: (&Latency::default()).into(),
+            syncs: f.sync.syncs,
+            sync_errors: f.sync.errors,
+            sync_latency_us: (&f.sync.latency).into(),
+            sync_window_bytes: f.sync.window_bytes,
+            sync_write_bytes: f.sync.in_sync_write_bytes,
+            charged_from: parties(&f.sync.charged_from),
+            written_for: parties(&f.sync.on_behalf_of),
             dstate_ms: 0,
             devices: p
                 .devices
@@ -193,8 +282,31 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                     write_bytes: d.write_bytes,
                 })
                 .collect(),
+            totals: ProcessTotals {
+                reads: p.total.reads,
+                writes: p.total.writes,
+                read_bytes: p.total.read_bytes,
+                write_bytes: p.total.write_bytes,
+                ios: p.total.ios(),
+                io_latency_us: (&p.total.latency).into(),
+                syncs: p.total.sync.syncs,
+                sync_latency_us: (&p.total.sync.latency).into(),
+                logical_write_bytes: p.total.logical_write_bytes,
+                charged_write_bytes: p.total.sync.charged_write_bytes,
+            },
         }
     }
+}
+
+fn parties(parties: &[Party]) -> Vec<WrittenFor<'_>> {
+    parties
+        .iter()
+        .map(|p| WrittenFor {
+            pid: p.tgid,
+            comm: &p.comm,
+            bytes: p.bytes,
+        })
+        .collect()
 }
 
 fn round2(x: f64) -> f64 {
@@ -219,7 +331,12 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             .map(Process::from)
             .collect(),
         dstate: Vec::new(),
-        findings: Vec::new(),
+        findings: snap
+            .findings
+            .iter()
+            .filter(|f| f.active)
+            .map(FindingJson::from)
+            .collect(),
     }
 }
 

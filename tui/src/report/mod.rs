@@ -11,7 +11,11 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
     let mut procs: Vec<&ProcRow> = snap
         .procs
         .iter()
-        .filter(|p| p.interval.ios() > 0)
+        .filter(|p| {
+            p.interval.ios() > 0
+                || p.interval.sync.syncs > 0
+                || p.interval.sync.charged_write_bytes > 0
+        })
         .filter(|p| pids.is_empty() || pids.contains(&p.tgid))
         .collect();
     procs.sort_by(|a, b| {

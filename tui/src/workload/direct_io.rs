@@ -1,4 +1,4 @@
-//! Built-in workloads: reproducers for demos, workshops and the end-to-end tests.
+//! `direct-io`: O_DIRECT block-aligned writes then reads of one file, every request known.
 
 use std::{
     alloc::{Layout, alloc_zeroed, dealloc},
@@ -8,22 +8,16 @@ use std::{
 
 use anyhow::{Context as _, Result, ensure};
 
-use crate::cli::{DirectIo, Workload};
-
-pub fn run(workload: &Workload) -> Result<()> {
-    match workload {
-        Workload::DirectIo(args) => direct_io(args),
-    }
-}
+use crate::cli::DirectIo;
 
 /// A heap buffer aligned for O_DIRECT.
-struct AlignedBuf {
+pub struct AlignedBuf {
     ptr: *mut u8,
     layout: Layout,
 }
 
 impl AlignedBuf {
-    fn new(len: usize, align: usize) -> Result<Self> {
+    pub fn new(len: usize, align: usize) -> Result<Self> {
         let layout = Layout::from_size_align(len, align).context("buffer layout")?;
         ensure!(len > 0, "buffer size must be positive");
         // SAFETY: the layout has a non-zero size.
@@ -31,7 +25,7 @@ impl AlignedBuf {
         ensure!(!ptr.is_null(), "out of memory");
         Ok(Self { ptr, layout })
     }
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for layout.size() bytes and uniquely owned.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
     }
@@ -44,7 +38,7 @@ impl Drop for AlignedBuf {
     }
 }
 
-fn direct_io(args: &DirectIo) -> Result<()> {
+pub fn run(args: &DirectIo) -> Result<()> {
     ensure!(
         args.block_size >= 512 && args.block_size.is_multiple_of(512),
         "--block-size must be a multiple of 512"

@@ -1,0 +1,107 @@
+//! Sync calls (fsync and friends) and logical write accounting.
+
+use crate::abi::{COMM_LEN, RecordHeader};
+
+/// `kind` of a sync call.
+pub const SYNC_FSYNC: u8 = 0;
+pub const SYNC_FDATASYNC: u8 = 1;
+pub const SYNC_FILE_RANGE: u8 = 2;
+pub const SYNC_SYNCFS: u8 = 3;
+pub const SYNC_SYNC: u8 = 4;
+/// `msync` with `MS_SYNC` (asynchronous msync writes nothing synchronously and is ignored).
+pub const SYNC_MSYNC: u8 = 5;
+pub const SYNC_KIND_COUNT: usize = 6;
+
+/// `MS_SYNC` from `<sys/mman.h>`.
+pub const MS_SYNC: u64 = 4;
+
+/// One completed sync call.
+///
+/// `window_bytes` is what the thread group asked to write to this fd (write, pwrite64,
+/// writev, pwritev, pwritev2) since the previous sync of the same fd, or since the probes
+/// were attached: the logical payload this sync made durable.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SyncCallRecord {
+    pub header: RecordHeader,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub ret: i64,
+    pub window_bytes: u64,
+    /// Write calls in the window.
+    pub window_writes: u64,
+    pub tgid: u32,
+    pub pid: u32,
+    /// -1 for calls without a file (`sync`, `msync`).
+    pub fd: i32,
+    pub kind: u8,
+    pub _pad: [u8; 3],
+    pub comm: [u8; COMM_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 80);
+
+/// A sync call in progress, per thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SyncInFlight {
+    pub start_ns: u64,
+    pub fd: i32,
+    pub kind: u8,
+    pub _pad: [u8; 3],
+}
+
+/// Key of the per-fd logical write counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct FdKey {
+    pub tgid: u32,
+    pub fd: i32,
+}
+
+/// What a process wrote to one fd since the fd's last sync.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct FdWindow {
+    pub bytes: u64,
+    pub writes: u64,
+}
+
+/// Offsets of the syscall tracepoint arguments the probes read (each argument occupies an
+/// 8-byte slot; `ABSENT` when the syscall has no such argument).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SyscallOffsets {
+    pub fd: u32,
+    /// `count` of write / pwrite64.
+    pub count: u32,
+    /// `vec` and `vlen` of writev / pwritev / pwritev2.
+    pub vec: u32,
+    pub vlen: u32,
+    /// `flags` of msync.
+    pub flags: u32,
+    /// `ret` of every sys_exit tracepoint.
+    pub ret: u32,
+}
+
+impl SyscallOffsets {
+    pub const ABSENT: Self = Self {
+        fd: crate::tracepoint::ABSENT,
+        count: crate::tracepoint::ABSENT,
+        vec: crate::tracepoint::ABSENT,
+        vlen: crate::tracepoint::ABSENT,
+        flags: crate::tracepoint::ABSENT,
+        ret: crate::tracepoint::ABSENT,
+    };
+}
+
+/// iovecs summed per writev call (the verifier needs a bound; calls with more count the
+/// first ones only).
+pub const MAX_IOVECS: usize = 16;
+
+pub const GLOBAL_SYSCALL_OFFSETS: &str = "SYSCALL_OFFSETS";

@@ -1,0 +1,224 @@
+//! Sync calls and logical writes, from the syscall tracepoints.
+//!
+//! Entering fsync, fdatasync, sync_file_range, syncfs, sync or msync(MS_SYNC) records the
+//! thread's call; the matching exit emits one [`SyncCallRecord`] with its latency and the
+//! bytes the process wrote to that fd since its previous sync. Block requests created while
+//! their thread is inside a sync call are flagged (`FLAG_IN_SYNC`) by the block probes.
+//! Write syscalls are not streamed: they are summed in the kernel, per process and per fd.
+
+use aya_ebpf::{
+    Global,
+    bindings::BPF_ANY,
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
+    },
+    macros::{map, tracepoint},
+    maps::{HashMap, LruHashMap, LruPerCpuHashMap},
+    programs::TracePointContext,
+};
+use iotop_bpf_common::{
+    COMM_LEN, RECORD_SYNC_CALL, RecordHeader,
+    sync::{
+        FdKey, FdWindow, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC,
+        SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS, SyncCallRecord, SyncInFlight, SyscallOffsets,
+    },
+};
+
+use crate::{
+    block::{EVENTS, bump, submit_flags},
+    fields::Window,
+};
+
+#[unsafe(no_mangle)]
+static SYSCALL_OFFSETS: Global<SyscallOffsets> = Global::new(SyscallOffsets::ABSENT);
+
+/// Threads inside a sync call: pid_tgid -> the call.
+#[map]
+pub static SYNCS_IN_FLIGHT: HashMap<u64, SyncInFlight> = HashMap::with_max_entries(16_384, 0);
+
+/// Bytes each process asked to write, cumulative (read by user space every interval).
+#[map]
+static LOGICAL_WRITES: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
+
+/// Bytes written to each (process, fd) since that fd's last sync.
+#[map]
+static FD_WINDOWS: LruHashMap<FdKey, FdWindow> = LruHashMap::with_max_entries(16_384, 0);
+
+#[inline(always)]
+fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
+    let fd = if with_fd {
+        let offsets = SYSCALL_OFFSETS.load();
+        match Window::read(ctx).and_then(|w| w.u64(offsets.fd)) {
+            Ok(fd) => fd as i32,
+            Err(()) => return 0,
+        }
+    } else {
+        -1
+    };
+    let call = SyncInFlight {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        fd,
+        kind,
+        _pad: [0; 3],
+    };
+    let _ = SYNCS_IN_FLIGHT.insert(&bpf_get_current_pid_tgid(), &call, u64::from(BPF_ANY));
+    0
+}
+
+#[tracepoint]
+pub fn sync_enter_fsync(ctx: TracePointContext) -> u32 {
+    enter(&ctx, SYNC_FSYNC, true)
+}
+
+#[tracepoint]
+pub fn sync_enter_fdatasync(ctx: TracePointContext) -> u32 {
+    enter(&ctx, SYNC_FDATASYNC, true)
+}
+
+#[tracepoint]
+pub fn sync_enter_sync_file_range(ctx: TracePointContext) -> u32 {
+    enter(&ctx, SYNC_FILE_RANGE, true)
+}
+
+#[tracepoint]
+pub fn sync_enter_syncfs(ctx: TracePointContext) -> u32 {
+    enter(&ctx, SYNC_SYNCFS, true)
+}
+
+#[tracepoint]
+pub fn sync_enter_sync(ctx: TracePointContext) -> u32 {
+    enter(&ctx, SYNC_SYNC, false)
+}
+
+/// Only `MS_SYNC` waits for the write-back; `MS_ASYNC` just schedules it.
+#[tracepoint]
+pub fn sync_enter_msync(ctx: TracePointContext) -> u32 {
+    let offsets = SYSCALL_OFFSETS.load();
+    match Window::read(&ctx).and_then(|w| w.u64(offsets.flags)) {
+        Ok(flags) if flags & MS_SYNC != 0 => enter(&ctx, SYNC_MSYNC, false),
+        _ => 0,
+    }
+}
+
+/// Any of the sync calls returned.
+#[tracepoint]
+pub fn sync_exit(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid) else {
+        return 0; // msync(MS_ASYNC), or a call that began before the probes were attached
+    };
+    // SAFETY: copied out before the entry is removed.
+    let call = unsafe { *call };
+    let _ = SYNCS_IN_FLIGHT.remove(&pid_tgid);
+    let now = unsafe { bpf_ktime_get_ns() };
+    let offsets = SYSCALL_OFFSETS.load();
+    let ret = Window::read(&ctx)
+        .and_then(|w| w.u64(offsets.ret))
+        .map_or(0, |r| r as i64);
+    let tgid = (pid_tgid >> 32) as u32;
+    let mut window = FdWindow::default();
+    if call.fd >= 0
+        && let Some(stored) = FD_WINDOWS.get_ptr_mut(&FdKey { tgid, fd: call.fd })
+    {
+        // SAFETY: a valid map value. Not atomic (the BPF target has no atomic swap in
+        // core): a write on another CPU between the read and the reset can be lost.
+        unsafe {
+            window = *stored;
+            *stored = FdWindow::default();
+        }
+    }
+    let Some(mut slot) = EVENTS.reserve::<SyncCallRecord>(0) else {
+        bump(iotop_bpf_common::maps::COUNTER_RING_DROPPED);
+        return 0;
+    };
+    slot.write(SyncCallRecord {
+        header: RecordHeader {
+            kind: RECORD_SYNC_CALL,
+            size: core::mem::size_of::<SyncCallRecord>() as u16,
+            _reserved: 0,
+        },
+        start_ns: call.start_ns,
+        end_ns: now,
+        ret,
+        window_bytes: window.bytes,
+        window_writes: window.writes,
+        tgid,
+        pid: pid_tgid as u32,
+        fd: call.fd,
+        kind: call.kind,
+        _pad: [0; 3],
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    });
+    slot.submit(submit_flags());
+    0
+}
+
+/// Adds `bytes` to the process's total and to its fd's window.
+#[inline(always)]
+fn account(fd: u64, bytes: u64) {
+    if bytes == 0 {
+        return;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    match LOGICAL_WRITES.get_ptr_mut(&tgid) {
+        // SAFETY: this CPU's slot of a per-CPU value.
+        Some(total) => unsafe { *total += bytes },
+        None => {
+            let _ = LOGICAL_WRITES.insert(&tgid, &bytes, u64::from(BPF_ANY));
+        }
+    }
+    let key = FdKey {
+        tgid,
+        fd: fd as i32,
+    };
+    match FD_WINDOWS.get_ptr_mut(&key) {
+        // SAFETY: a valid map value. Two threads writing one fd at the same instant on two
+        // CPUs can lose an addition (no atomic add in core for the BPF target).
+        Some(window) => unsafe {
+            (*window).bytes += bytes;
+            (*window).writes += 1;
+        },
+        None => {
+            let first = FdWindow { bytes, writes: 1 };
+            let _ = FD_WINDOWS.insert(&key, &first, u64::from(BPF_ANY));
+        }
+    }
+}
+
+/// write and pwrite64: `fd`, `count`.
+#[tracepoint]
+pub fn write_enter(ctx: TracePointContext) -> u32 {
+    let offsets = SYSCALL_OFFSETS.load();
+    if let Ok(w) = Window::read(&ctx)
+        && let (Ok(fd), Ok(count)) = (w.u64(offsets.fd), w.u64(offsets.count))
+    {
+        account(fd, count);
+    }
+    0
+}
+
+/// writev, pwritev, pwritev2: `fd`, `vec`, `vlen`; the lengths are summed from user memory.
+#[tracepoint]
+pub fn writev_enter(ctx: TracePointContext) -> u32 {
+    let offsets = SYSCALL_OFFSETS.load();
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    let (Ok(fd), Ok(vec), Ok(vlen)) = (w.u64(offsets.fd), w.u64(offsets.vec), w.u64(offsets.vlen))
+    else {
+        return 0;
+    };
+    let mut total = 0u64;
+    for i in 0..MAX_IOVECS {
+        if i as u64 >= vlen {
+            break;
+        }
+        // struct iovec { void *iov_base; size_t iov_len; }: the length is the second word.
+        let len_ptr = (vec + i as u64 * 16 + 8) as *const u64;
+        // SAFETY: bpf_probe_read_user validates the user address.
+        match unsafe { bpf_probe_read_user(len_ptr) } {
+            Ok(len) => total += len,
+            Err(_) => break,
+        }
+    }
+    account(fd, total);
+    0
+}

@@ -1,0 +1,119 @@
+//! What /proc tells about the tasks behind events: kernel threads, and the files behind fds.
+//! Looked up in user space, once per task or per fd and second, and cached.
+
+use std::{collections::HashMap, fs, os::unix::fs::MetadataExt as _, path::Path};
+
+use super::sysfs::whole_disk;
+use crate::model::{Dev, FileRef};
+
+/// `PF_KTHREAD` in the flags field of /proc/PID/stat.
+const PF_KTHREAD: u64 = 0x0020_0000;
+/// A resolved fd is trusted this long before it is looked up again (fds get reused).
+const FD_TTL_NS: u64 = 1_000_000_000;
+/// Caches are dropped when they grow past this (pid churn).
+const MAX_CACHED: usize = 65_536;
+
+/// Field `n` (1-based, as in proc(5)) of a /proc/PID/stat line; the comm may contain spaces
+/// and parentheses, so fields are counted after its closing parenthesis.
+pub fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(n.checked_sub(3)?)
+}
+
+pub fn is_kernel_thread_stat(stat: &str) -> bool {
+    stat_field(stat, 9)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
+#[derive(Default)]
+pub struct ProcCache {
+    kernel_threads: HashMap<u32, bool>,
+    fds: HashMap<(u32, i32), (FileRef, Option<Dev>, u64)>,
+    disks: HashMap<Dev, Dev>,
+}
+
+impl ProcCache {
+    /// Whether `tgid` is a kernel thread (false when it is gone: kernel threads rarely exit).
+    pub fn is_kernel_thread(&mut self, tgid: u32) -> bool {
+        if self.kernel_threads.len() > MAX_CACHED {
+            self.kernel_threads.clear();
+        }
+        *self.kernel_threads.entry(tgid).or_insert_with(|| {
+            fs::read_to_string(format!("/proc/{tgid}/stat"))
+                .is_ok_and(|s| is_kernel_thread_stat(&s))
+        })
+    }
+
+    /// The file behind `fd` of `tgid` and the whole disk it lives on.
+    pub fn resolve_fd(&mut self, tgid: u32, fd: i32, now_ns: u64) -> (FileRef, Option<Dev>) {
+        if let Some((file, dev, at)) = self.fds.get(&(tgid, fd))
+            && now_ns.saturating_sub(*at) < FD_TTL_NS
+        {
+            return (file.clone(), *dev);
+        }
+        if self.fds.len() > MAX_CACHED {
+            self.fds.clear();
+        }
+        let link = format!("/proc/{tgid}/fd/{fd}");
+        let (file, dev) = match fs::read_link(&link) {
+            Ok(path) => {
+                let dev = fs::metadata(&link).ok().map(|m| Dev::from_user(m.dev()));
+                let dev = dev.map(|d| *self.disks.entry(d).or_insert_with(|| whole_disk(d)));
+                (FileRef::Path(path.to_string_lossy().into_owned()), dev)
+            }
+            Err(_) if !Path::new(&format!("/proc/{tgid}")).exists() => (
+                FileRef::Unresolved("process exited before the fd could be read".into()),
+                None,
+            ),
+            Err(_) => (
+                FileRef::Unresolved("fd closed before it could be read".into()),
+                None,
+            ),
+        };
+        self.fds.insert((tgid, fd), (file.clone(), dev, now_ns));
+        (file, dev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_survive_odd_comms() {
+        let kthread = "585 (jbd2/loop0-8) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0";
+        assert_eq!(stat_field(kthread, 3), Some("S"));
+        assert_eq!(stat_field(kthread, 4), Some("2"));
+        assert!(
+            is_kernel_thread_stat(kthread),
+            "2129984 = 0x208040 has PF_KTHREAD"
+        );
+        let user = "4242 (my (weird) prog) R 1 4242 4242 0 -1 4194560 10 0 0 0 1 2 0 0 20 0 1";
+        assert_eq!(stat_field(user, 3), Some("R"));
+        assert!(!is_kernel_thread_stat(user));
+        assert!(!is_kernel_thread_stat("garbage"));
+    }
+
+    #[test]
+    fn resolves_our_own_fds() {
+        let file = tempfile_in_target();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file.0);
+        let mut cache = ProcCache::default();
+        let (resolved, _) = cache.resolve_fd(std::process::id(), fd, 0);
+        assert_eq!(resolved, FileRef::Path(file.1.clone()));
+        let (missing, dev) = cache.resolve_fd(std::process::id(), 999_999, 0);
+        assert!(matches!(missing, FileRef::Unresolved(_)), "{missing:?}");
+        assert_eq!(dev, None);
+        assert!(!cache.is_kernel_thread(std::process::id()));
+        let _ = std::fs::remove_file(&file.1);
+    }
+
+    fn tempfile_in_target() -> (fs::File, String) {
+        let path = std::env::temp_dir().join(format!("iotop-bpf-procfs-{}", std::process::id()));
+        (
+            fs::File::create(&path).unwrap(),
+            path.to_string_lossy().into_owned(),
+        )
+    }
+}
