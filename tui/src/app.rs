@@ -84,6 +84,12 @@ impl App {
                 Flow::Continue
             };
         }
+        if ui.show_detail
+            && matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace)
+        {
+            ui.show_detail = false;
+            return Flow::Continue;
+        }
         match key.code {
             KeyCode::Char('q') => return Flow::Quit,
             KeyCode::Char(' ' | 'p') => ui.paused = !ui.paused,
@@ -111,6 +117,12 @@ impl App {
             KeyCode::Char('/') => ui.editing_filter = true,
             KeyCode::Char('c') => ui.cumulative = !ui.cumulative,
             KeyCode::Char('?' | 'h') | KeyCode::F(1) => ui.show_help = true,
+            KeyCode::Enter if ui.focus == Focus::Processes => {
+                if ui.selected_pid.is_none() {
+                    self.move_selection(1);
+                }
+                self.ui.show_detail = self.ui.selected_pid.is_some();
+            }
             KeyCode::Esc => {
                 ui.filter.clear();
                 ui.selected_pid = None;
@@ -284,6 +296,17 @@ mod tests {
         assert_eq!(app.ui.selected_pid, Some(9001), "clamped at the end");
         press(&mut app, KeyCode::Home);
         assert_eq!(app.ui.selected_pid, Some(311));
+    }
+
+    #[test]
+    fn enter_drills_into_the_selected_process_and_esc_comes_back() {
+        let mut app = app();
+        press(&mut app, KeyCode::Enter);
+        assert!(app.ui.show_detail);
+        assert_eq!(app.ui.selected_pid, Some(777), "Enter with no selection picks the top row");
+        assert_eq!(press(&mut app, KeyCode::Esc), Flow::Continue);
+        assert!(!app.ui.show_detail);
+        assert_eq!(app.ui.selected_pid, Some(777), "closing the drill-down keeps the selection");
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub async fn run(cli: &Cli, env: &Environment, out: &mut impl Write) -> Result<(
             }
             _ = reports.tick() => {
                 drain_all(&mut feed, &mut model);
+                let last = cli.iterations.is_some_and(|n| printed + 1 >= n);
+                if last {
+                    model.settle_all(crate::feed::monotonic_ns());
+                }
                 if !print(cli, &model.tick(&feed.sample()), out)? {
                     break; // stdout closed (e.g. `| head`)
                 }

@@ -1,37 +1,23 @@
 //! Deterministic synthetic snapshots for view and app tests.
 
 use super::{
-    Aggregator, BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op,
-    Settings, Snapshot,
+    Aggregator, BlockIo, Comm, Dev, DiskStat, DiskTotals, FileRef, KernelCounters, KernelSample,
+    Op, Settings, Snapshot, SyncCall, SyncKind,
 };
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
-/// A busy host: a database writing small synced pages to nvme0n1, a backup reading big
-/// blocks from loop0, the journal thread, and a slow outlier.
+/// A busy host: a database writing pages to nvme0n1, a backup reading big blocks from loop0,
+/// lab001 (128-byte appends, each followed by fsync) and the journal threads, and a slow
+/// outlier.
 pub fn demo_snapshot() -> Snapshot {
     let nvme = Dev::new(259, 0);
     let loop0 = Dev::new(7, 0);
     let mut events = Vec::new();
-    let mut push =
-        |tgid: u32, comm: &str, dev: Dev, op: Op, bytes: u32, i: u64, queue: u64, device: u64| {
-            events.push(BlockIo {
-                dev,
-                sector: i * 8,
-                bytes,
-                op,
-                flags: 0,
-                tgid,
-                pid: tgid,
-                comm: Comm::new(comm),
-                created_ns: i * US,
-                issued_ns: i * US + queue,
-                completed_ns: i * US + queue + device,
-                error: 0,
-                kernel_thread: false,
-            });
-        };
+    let mut push = |tgid, comm, dev, op, bytes, i, queue, device| {
+        events.push(request(tgid, comm, dev, op, bytes, i, queue, device));
+    };
     for i in 0..400 {
         push(
             4242,
@@ -63,6 +49,49 @@ pub fn demo_snapshot() -> Snapshot {
         push(311, "jbd2/nvme0n1-8", nvme, Op::Flush, 0, i, 0, 900 * US);
     }
     push(9001, "slowpoke", nvme, Op::Read, 4096, 1, 40 * MS, 12 * MS);
+    // lab001: 200 x (128-byte append + fsync): a 4 KiB block written inside each fsync and
+    // 12 KiB of journal by jbd2 while it waits.
+    let mut syncs = Vec::new();
+    for i in 0..200u64 {
+        let t = i * 4 * MS;
+        let mut data = request(
+            5689,
+            "lab001",
+            loop0,
+            Op::Write,
+            4096,
+            t / US + 100,
+            0,
+            60 * US,
+        );
+        data.flags = iotop_bpf_common::block::FLAG_IN_SYNC;
+        let mut journal = request(
+            585,
+            "jbd2/loop0-8",
+            loop0,
+            Op::Write,
+            12_288,
+            t / US + 200,
+            0,
+            80 * US,
+        );
+        journal.kernel_thread = true;
+        events.extend([data, journal]);
+        syncs.push(SyncCall {
+            tgid: 5689,
+            pid: 5689,
+            comm: Comm::new("lab001"),
+            kind: SyncKind::Fsync,
+            fd: Some(3),
+            start_ns: t + 50 * US,
+            end_ns: t + 50 * US + (300 + i % 40) * US,
+            ret: 0,
+            window_bytes: 128,
+            window_writes: 1,
+            file: FileRef::Path("/data/lab001.log".into()),
+            dev: Some(loop0),
+        });
+    }
 
     let mut totals: Vec<DiskTotals> = Vec::new();
     for e in &events {
@@ -118,5 +147,42 @@ pub fn demo_snapshot() -> Snapshot {
     for e in &events {
         model.ingest(e);
     }
-    model.tick(&sample(1_000 * MS, 420))
+    for call in &syncs {
+        model.ingest_sync(call);
+    }
+    model.settle_all(1_000 * MS);
+    let mut last = sample(1_000 * MS, 420);
+    last.logical_writes = vec![(5689, 200 * 128)];
+    model.tick(&last)
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a terse event builder for fixtures"
+)]
+fn request(
+    tgid: u32,
+    comm: &str,
+    dev: Dev,
+    op: Op,
+    bytes: u32,
+    i: u64,
+    queue: u64,
+    device: u64,
+) -> BlockIo {
+    BlockIo {
+        dev,
+        sector: i * 8,
+        bytes,
+        op,
+        flags: 0,
+        tgid,
+        pid: tgid,
+        comm: Comm::new(comm),
+        created_ns: i * US,
+        issued_ns: i * US + queue,
+        completed_ns: i * US + queue + device,
+        error: 0,
+        kernel_thread: false,
+    }
 }

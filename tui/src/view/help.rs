@@ -14,6 +14,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("space, p", "pause the display (counting goes on)"),
     ("Tab", "switch pane: processes / disks"),
     ("↑ ↓, j k", "select a row (the latency pane follows it)"),
+    ("Enter", "drill into the process: syncs, files, findings"),
     ("Home, End", "first / last row"),
     ("s", "next sort column"),
     ("< >", "sort by the column left / right"),
@@ -27,7 +28,7 @@ pub const KEYS: &[(&str, &str)] = &[
 pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
     let width = 66.min(area.width);
     #[expect(clippy::cast_possible_truncation, reason = "a short constant list")]
-    let height = (KEYS.len() as u16 + 6).min(area.height);
+    let height = (KEYS.len() as u16 + 8).min(area.height);
     let [popup] = Layout::horizontal([Constraint::Length(width)])
         .flex(Flex::Center)
         .areas(area);

@@ -4,12 +4,15 @@
 //! ```text
 //! ┌ status: host kernel uptime events/s dropped interval [PAUSED]        ┐
 //! ├ Disks ─ iostat -x columns, one row per disk ─────────────────────────┤
-//! ├ Processes ─ PID COMM R/s W/s RMB/s WMB/s p50 p99 (sortable, filter) ─┤
+//! ├ Processes ─ PID COMM R/s W/s RMB/s WMB/s p50 p99 SYNC/s AMP ─────────┤
+//! ├ Findings ─ ‼ CRIT write_amplification lab001 (pid 42): ... (if any) ─┤
 //! ├ Latency ─ selected disk/process: queue hist │ device hist ───────────┤
 //! └ keys / filter prompt / degraded notes                                ┘
 //! ```
 
+pub mod detail;
 pub mod disks;
+pub mod findings;
 pub mod help;
 pub mod latency;
 pub mod procs;
@@ -19,7 +22,7 @@ pub mod theme;
 
 use ratatui::{
     Frame,
-    layout::{Constraint, Layout},
+    layout::{Constraint, Layout, Rect},
     widgets::Paragraph,
 };
 
@@ -49,18 +52,27 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     let disk_rows = u16::try_from(snap.disks.len())
         .unwrap_or(u16::MAX)
         .clamp(1, 6);
+    let finding_rows = findings::wanted_rows(snap);
     // The latency pane gets a third of the screen, plus whatever the processes do not need.
     let proc_rows = u16::try_from(procs::visible(snap, ui).len())
         .unwrap_or(u16::MAX)
         .max(3);
     let spare = area
         .height
-        .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + 1);
+        .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + finding_rows + 1);
     let latency_rows = (area.height / 3).clamp(7, 16).max(spare);
-    let [status_area, disks_area, procs_area, latency_area, keys_area] = Layout::vertical([
+    let [
+        status_area,
+        disks_area,
+        procs_area,
+        findings_area,
+        latency_area,
+        keys_area,
+    ] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(disk_rows + 2),
         Constraint::Min(5),
+        Constraint::Length(finding_rows),
         Constraint::Length(latency_rows),
         Constraint::Length(1),
     ])
@@ -68,8 +80,20 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     status::render(frame, status_area, snap, ui, theme);
     disks::render(frame, disks_area, snap, ui, theme);
     procs::render(frame, procs_area, snap, ui, theme);
+    if finding_rows > 0 {
+        findings::render(frame, findings_area, snap, theme);
+    }
     latency::render(frame, latency_area, snap, ui, theme);
     status::render_keys(frame, keys_area, ui, theme);
+    if ui.show_detail {
+        // Everything between the status line and the key line.
+        let body = Rect {
+            y: area.y + 1,
+            height: area.height.saturating_sub(2),
+            ..area
+        };
+        detail::render(frame, body, snap, ui, theme);
+    }
     if ui.show_help {
         help::render(frame, area, theme);
     }

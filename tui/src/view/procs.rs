@@ -1,15 +1,16 @@
-//! The processes pane: who does I/O, how much, how slow. Sortable and filterable.
+//! The processes pane: who does I/O, how much, how slow, how often it syncs and at what
+//! write amplification. Sortable and filterable; rows with a finding are marked.
 
 use std::cmp::Ordering;
 
 use ratatui::{
     Frame,
     layout::{Constraint, Rect},
-    text::Line,
-    widgets::{Block, Borders, Row, Table, TableState},
+    text::{Line, Span},
+    widgets::{Block, Borders, Cell, Row, Table, TableState},
 };
 
-use super::{Focus, SortKey, Theme, UiState, theme::SELECTED_SYMBOL};
+use super::{Focus, SortKey, Theme, UiState, findings::severity_of, theme::SELECTED_SYMBOL};
 use crate::{
     model::{ProcFigures, ProcRow, Snapshot},
     units,
@@ -45,15 +46,19 @@ fn matches_filter(row: &ProcRow, filter: &str) -> bool {
     row.comm.to_lowercase().contains(&filter.to_lowercase())
 }
 
-/// The rows shown, in order: filtered, with I/O in the shown period (the selected process
-/// stays even when idle, so a drill-down does not vanish), sorted by the chosen key, ties
-/// broken by pid so equal rows never swap places between refreshes.
+fn active(f: &ProcFigures) -> bool {
+    f.ios() > 0 || f.sync.syncs > 0
+}
+
+/// The rows shown, in order: filtered, with I/O or syncs in the shown period (the selected
+/// process stays even when idle, so a drill-down does not vanish), sorted by the chosen key,
+/// ties broken by pid so equal rows never swap places between refreshes.
 pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
     let mut rows: Vec<&ProcRow> = snap
         .procs
         .iter()
         .filter(|p| matches_filter(p, &ui.filter))
-        .filter(|p| figures(p, ui).ios() > 0 || ui.selected_pid == Some(p.tgid))
+        .filter(|p| active(figures(p, ui)) || ui.selected_pid == Some(p.tgid))
         .collect();
     let descending = ui.sort.descending_by_default() != ui.reversed;
     rows.sort_by(|a, b| {
@@ -68,6 +73,11 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
             SortKey::TotalBytes => fa.bytes().cmp(&fb.bytes()).then(fa.ios().cmp(&fb.ios())),
             SortKey::P50 => fa.latency.p50_ns.cmp(&fb.latency.p50_ns),
             SortKey::P99 => fa.latency.p99_ns.cmp(&fb.latency.p99_ns),
+            SortKey::Syncs => fa.sync.syncs.cmp(&fb.sync.syncs),
+            SortKey::SyncP99 => fa.sync.latency.p99_ns.cmp(&fb.sync.latency.p99_ns),
+            SortKey::Amplification => fa
+                .write_amplification()
+                .total_cmp(&fb.write_amplification()),
         };
         let order = if descending { order.reverse() } else { order };
         if order == Ordering::Equal {
@@ -79,94 +89,210 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
     rows
 }
 
+/// One column of the table.
+struct Column {
+    header: &'static str,
+    width: u16,
+    sort: Option<SortKey>,
+    /// Shown only when the pane is at least this wide.
+    min_pane_width: u16,
+    cell: fn(&ProcRow, &ProcFigures, f64) -> String,
+}
+
+fn per_s(n: u64, secs: f64) -> f64 {
+    #[expect(clippy::cast_precision_loss, reason = "display rates")]
+    let n = n as f64;
+    n / secs
+}
+
+/// Narrow columns fit 80 characters; wide ones appear from 110.
+const COLUMNS: &[Column] = &[
+    Column {
+        header: "PID",
+        width: 7,
+        sort: Some(SortKey::Pid),
+        min_pane_width: 0,
+        cell: |p, _, _| p.tgid.to_string(),
+    },
+    Column {
+        header: "COMM",
+        width: 15,
+        sort: Some(SortKey::Comm),
+        min_pane_width: 0,
+        cell: |p, _, _| p.comm.clone(),
+    },
+    Column {
+        header: "R/s",
+        width: 6,
+        sort: Some(SortKey::ReadOps),
+        min_pane_width: 0,
+        cell: |_, f, s| format!("{:.0}", per_s(f.reads, s)),
+    },
+    Column {
+        header: "W/s",
+        width: 6,
+        sort: Some(SortKey::WriteOps),
+        min_pane_width: 0,
+        cell: |_, f, s| format!("{:.0}", per_s(f.writes, s)),
+    },
+    Column {
+        header: "RMB/s",
+        width: 7,
+        sort: Some(SortKey::ReadBytes),
+        min_pane_width: 0,
+        cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.read_bytes, s))),
+    },
+    Column {
+        header: "WMB/s",
+        width: 7,
+        sort: Some(SortKey::WriteBytes),
+        min_pane_width: 0,
+        cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.write_bytes, s))),
+    },
+    Column {
+        header: "p50",
+        width: 6,
+        sort: Some(SortKey::P50),
+        min_pane_width: 0,
+        cell: |_, f, _| units::latency(f.latency.p50_ns),
+    },
+    Column {
+        header: "p99",
+        width: 6,
+        sort: Some(SortKey::P99),
+        min_pane_width: 0,
+        cell: |_, f, _| units::latency(f.latency.p99_ns),
+    },
+    Column {
+        header: "max",
+        width: 6,
+        sort: None,
+        min_pane_width: 110,
+        cell: |_, f, _| units::latency(f.latency.max_ns),
+    },
+    Column {
+        header: "SYNC/s",
+        width: 6,
+        sort: Some(SortKey::Syncs),
+        min_pane_width: 0,
+        cell: |_, f, s| sync_rate(f, s),
+    },
+    Column {
+        header: "S.p50",
+        width: 6,
+        sort: None,
+        min_pane_width: 110,
+        cell: |_, f, _| sync_latency(f, f.sync.latency.p50_ns),
+    },
+    Column {
+        header: "S.p99",
+        width: 6,
+        sort: Some(SortKey::SyncP99),
+        min_pane_width: 110,
+        cell: |_, f, _| sync_latency(f, f.sync.latency.p99_ns),
+    },
+    Column {
+        header: "S.max",
+        width: 6,
+        sort: None,
+        min_pane_width: 110,
+        cell: |_, f, _| sync_latency(f, f.sync.latency.max_ns),
+    },
+    Column {
+        header: "AMP",
+        width: 5,
+        sort: Some(SortKey::Amplification),
+        min_pane_width: 0,
+        cell: |_, f, _| amplification(f),
+    },
+    Column {
+        header: "DISKS",
+        width: 12,
+        sort: None,
+        min_pane_width: 120,
+        cell: |p, _, _| disks(p),
+    },
+];
+
+fn sync_rate(f: &ProcFigures, secs: f64) -> String {
+    if f.sync.syncs == 0 {
+        "-".into()
+    } else {
+        format!("{:.0}", per_s(f.sync.syncs, secs))
+    }
+}
+
+fn sync_latency(f: &ProcFigures, ns: u64) -> String {
+    if f.sync.syncs == 0 {
+        "-".into()
+    } else {
+        units::latency(ns)
+    }
+}
+
+fn amplification(f: &ProcFigures) -> String {
+    let amp = f.write_amplification();
+    if amp < 0.05 || f.write_bytes + f.sync.charged_write_bytes == 0 {
+        "-".into()
+    } else if amp < 10.0 {
+        format!("{amp:.1}x")
+    } else {
+        format!("{amp:.0}x")
+    }
+}
+
+fn disks(p: &ProcRow) -> String {
+    p.devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     let rows = visible(snap, ui);
     let secs = period_secs(snap, ui);
-    let wide = area.width >= 110;
-    let rate = |n: u64| {
-        #[expect(clippy::cast_precision_loss, reason = "display rates")]
-        let n = n as f64;
-        n / secs
-    };
-    let mark = |key: SortKey, text: &'static str| {
-        if ui.sort == key {
-            let arrow = if ui.sort.descending_by_default() != ui.reversed {
-                "▼"
-            } else {
-                "▲"
-            };
-            format!("{text}{arrow}")
+    let descending = ui.sort.descending_by_default() != ui.reversed;
+    let arrow = if descending { "▼" } else { "▲" };
+    let columns: Vec<&Column> = COLUMNS
+        .iter()
+        .filter(|c| area.width >= c.min_pane_width)
+        .collect();
+    let header = Row::new(columns.iter().map(|c| {
+        if c.sort == Some(ui.sort) {
+            format!("{}{arrow}", c.header)
         } else {
-            text.to_string()
+            c.header.to_string()
         }
-    };
-    let mut header = vec![
-        mark(SortKey::Pid, "PID"),
-        mark(SortKey::Comm, "COMM"),
-        mark(SortKey::ReadOps, "R/s"),
-        mark(SortKey::WriteOps, "W/s"),
-        mark(SortKey::ReadBytes, "RMB/s"),
-        mark(SortKey::WriteBytes, "WMB/s"),
-        mark(SortKey::P50, "p50"),
-        mark(SortKey::P99, "p99"),
-    ];
-    let mut widths = vec![
-        Constraint::Length(8),
-        Constraint::Length(16),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(7),
-    ];
-    if wide {
-        header.extend([
-            "queue".into(),
-            "device".into(),
-            "max".into(),
-            "DISKS".into(),
-        ]);
-        widths.extend([
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Min(8),
-        ]);
-    }
+    }))
+    .style(theme.header);
+    let widths: Vec<Constraint> = columns
+        .iter()
+        .map(|c| Constraint::Length(c.width))
+        .collect();
+
     let body: Vec<Row> = rows
         .iter()
         .map(|p| {
             let f = figures(p, ui);
-            let mut cells = vec![
-                p.tgid.to_string(),
-                p.comm.clone(),
-                format!("{:.0}", rate(f.reads)),
-                format!("{:.0}", rate(f.writes)),
-                format!("{:.2}", units::mib(rate(f.read_bytes))),
-                format!("{:.2}", units::mib(rate(f.write_bytes))),
-                units::latency(f.latency.p50_ns),
-                units::latency(f.latency.p99_ns),
-            ];
-            if wide {
-                let disks: Vec<&str> = p.devices.iter().map(|d| d.name.as_str()).collect();
-                cells.extend([
-                    units::latency(f.queue.p50_ns),
-                    units::latency(f.device.p50_ns),
-                    units::latency(f.latency.max_ns),
-                    disks.join(","),
-                ]);
-            }
-            Row::new(cells)
+            Row::new(columns.iter().map(|c| {
+                let text = (c.cell)(p, f, secs);
+                if c.header == "COMM"
+                    && let Some(severity) = severity_of(snap, p.tgid)
+                {
+                    // The finding's symbol before the name, so the mark survives without colour.
+                    let (symbol, style) = theme.severity(severity);
+                    return Cell::from(Line::from(vec![
+                        Span::styled(format!("{symbol} "), style),
+                        Span::raw(text),
+                    ]));
+                }
+                Cell::from(text)
+            }))
         })
         .collect();
 
     let focused = ui.focus == Focus::Processes;
-    let arrow = if ui.sort.descending_by_default() != ui.reversed {
-        "▼"
-    } else {
-        "▲"
-    };
     let title = format!(
         " Processes {}by {}{arrow} {}",
         if ui.cumulative { "since start " } else { "" },
@@ -182,7 +308,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
         if focused { theme.key } else { theme.title },
     ));
     let table = Table::new(body, widths)
-        .header(Row::new(header).style(theme.header))
+        .header(header)
         .block(block)
         .row_highlight_style(theme.selected)
         .highlight_symbol(SELECTED_SYMBOL);

@@ -24,10 +24,13 @@ pub enum SortKey {
     TotalBytes,
     P50,
     P99,
+    Syncs,
+    SyncP99,
+    Amplification,
 }
 
 impl SortKey {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 12] = [
         Self::Pid,
         Self::Comm,
         Self::ReadOps,
@@ -37,6 +40,9 @@ impl SortKey {
         Self::TotalBytes,
         Self::P50,
         Self::P99,
+        Self::Syncs,
+        Self::SyncP99,
+        Self::Amplification,
     ];
 
     pub fn label(self) -> &'static str {
@@ -50,6 +56,9 @@ impl SortKey {
             Self::TotalBytes => "I/O MB/s",
             Self::P50 => "p50",
             Self::P99 => "p99",
+            Self::Syncs => "SYNC/s",
+            Self::SyncP99 => "sync p99",
+            Self::Amplification => "AMP",
         }
     }
 
@@ -89,6 +98,8 @@ pub struct UiState {
     /// Keep showing the same snapshot (the model keeps counting underneath).
     pub paused: bool,
     pub show_help: bool,
+    /// The drill-down of the selected process (Enter).
+    pub show_detail: bool,
     /// Host and kernel, for the status bar.
     pub host: String,
     pub kernel: String,

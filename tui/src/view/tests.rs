@@ -58,6 +58,33 @@ fn help_overlay_80x24() {
 }
 
 #[test]
+fn drill_down_80x24() {
+    let mut ui = ui();
+    ui.selected_pid = Some(5689);
+    ui.show_detail = true;
+    insta::assert_snapshot!(text(&draw(80, 24, &demo_snapshot(), &ui)));
+}
+
+#[test]
+fn drill_down_120x40() {
+    let mut ui = ui();
+    ui.selected_pid = Some(5689);
+    ui.show_detail = true;
+    insta::assert_snapshot!(text(&draw(120, 40, &demo_snapshot(), &ui)));
+}
+
+#[test]
+fn rows_with_a_finding_are_marked_with_a_symbol() {
+    let screen = text(&draw(80, 24, &demo_snapshot(), &ui()));
+    let lab001 = screen
+        .lines()
+        .find(|l| l.contains("lab001") && !l.contains("write_amplification"))
+        .unwrap();
+    assert!(lab001.contains("‼ lab001"), "{screen}");
+    assert!(screen.contains("‼ CRIT write_amplification"), "{screen}");
+}
+
+#[test]
 fn the_busiest_process_comes_first_and_the_selection_is_marked_without_colour() {
     let snap = demo_snapshot();
     let mut ui = ui();

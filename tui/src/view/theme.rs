@@ -3,6 +3,8 @@
 
 use ratatui::style::{Color, Modifier, Style};
 
+use crate::model::findings::Severity;
+
 #[derive(Clone, Copy, Debug)]
 pub struct Theme {
     pub title: Style,
@@ -29,6 +31,20 @@ impl Default for Theme {
             queue_bar: Style::new().fg(Color::Magenta),
             device_bar: Style::new().fg(Color::Green),
             key: Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        }
+    }
+}
+
+impl Theme {
+    /// A finding's severity as a symbol (readable without colour) and a style.
+    pub fn severity(&self, severity: Severity) -> (&'static str, Style) {
+        match severity {
+            Severity::Critical => (
+                "‼",
+                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            ),
+            Severity::Warning => ("!", self.warn),
+            Severity::Info => ("i", Style::new().fg(Color::Blue)),
         }
     }
 }

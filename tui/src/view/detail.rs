@@ -1,0 +1,213 @@
+//! The drill-down of one process (Enter): its sync calls (latency histogram and the most
+//! recent calls with their files), what it wrote and what was written for it, and its
+//! findings with why and how to fix them.
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    text::{Line, Span},
+    widgets::{Block, Clear, Paragraph, Row, Table, Wrap},
+};
+
+use super::{Theme, UiState, findings, latency::slot_label, procs};
+use crate::{
+    model::{Party, ProcRow, Snapshot},
+    units,
+};
+
+fn parties(list: &[Party]) -> String {
+    list.iter()
+        .map(|p| {
+            format!(
+                "{} (pid {}) {}",
+                p.comm,
+                p.tgid,
+                units::bytes(p.bytes as f64)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    let Some(row) = ui
+        .selected_pid
+        .and_then(|pid| snap.procs.iter().find(|p| p.tgid == pid))
+    else {
+        return;
+    };
+    frame.render_widget(Clear, area);
+    let title = format!(
+        " pid {} {} — {} — Esc/Enter back ",
+        row.tgid,
+        row.comm,
+        if ui.cumulative {
+            "since start"
+        } else {
+            "this interval"
+        }
+    );
+    let block = Block::bordered().title(Line::styled(title, theme.title));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let summary = summary_lines(row, snap, ui, theme);
+    // Long lines (findings' why and fix) wrap; count the rows they take.
+    let width = usize::from(inner.width.max(1));
+    let wrapped: usize = summary
+        .iter()
+        .map(|l| l.width().max(1).div_ceil(width))
+        .sum();
+    let summary_rows = u16::try_from(wrapped)
+        .unwrap_or(u16::MAX)
+        .min(inner.height.saturating_sub(4));
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(summary_rows), Constraint::Min(3)]).areas(inner);
+    frame.render_widget(Paragraph::new(summary).wrap(Wrap { trim: false }), top);
+    let hist_width = if inner.width >= 100 { 34 } else { 27 };
+    let [hist_area, calls_area] =
+        Layout::horizontal([Constraint::Length(hist_width), Constraint::Min(20)]).areas(bottom);
+    render_sync_hist(frame, hist_area, row, ui, theme);
+    render_recent_calls(frame, calls_area, row, theme);
+}
+
+fn summary_lines<'a>(
+    row: &'a ProcRow,
+    snap: &'a Snapshot,
+    ui: &UiState,
+    theme: &Theme,
+) -> Vec<Line<'a>> {
+    let f = procs::figures(row, ui);
+    let secs = procs::period_secs(snap, ui);
+    #[expect(clippy::cast_precision_loss, reason = "display rates")]
+    let rate = |n: u64| n as f64 / secs;
+    let s = &f.sync;
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("I/O   ", theme.key),
+            Span::raw(format!(
+                "{:.0} r/s {:.0} w/s  read {}/s write {}/s  latency p50 {} p99 {} max {}",
+                rate(f.reads),
+                rate(f.writes),
+                units::bytes(rate(f.read_bytes)),
+                units::bytes(rate(f.write_bytes)),
+                units::latency(f.latency.p50_ns),
+                units::latency(f.latency.p99_ns),
+                units::latency(f.latency.max_ns),
+            )),
+        ]),
+        Line::from(vec![
+            Span::styled("SYNC  ", theme.key),
+            Span::raw(format!(
+                "{:.0}/s ({} calls, {} failed)  latency p50 {} p99 {} max {}",
+                rate(s.syncs),
+                s.syncs,
+                s.errors,
+                units::latency(s.latency.p50_ns),
+                units::latency(s.latency.p99_ns),
+                units::latency(s.latency.max_ns),
+            )),
+        ]),
+        Line::from(vec![
+            Span::styled("WRITE ", theme.key),
+            Span::raw(format!(
+                "asked {} (synced {} in {} writes) · device {} own, {} inside syncs · {} charged · AMP {:.1}x",
+                units::bytes(f.logical_write_bytes as f64),
+                units::bytes(s.window_bytes as f64),
+                s.window_writes,
+                units::bytes(f.write_bytes as f64),
+                units::bytes(s.in_sync_write_bytes as f64),
+                units::bytes(s.charged_write_bytes as f64),
+                f.write_amplification(),
+            )),
+        ]),
+    ];
+    if !s.charged_from.is_empty() {
+        lines.push(Line::from(vec![
+            Span::styled("      written for it by ", theme.dim),
+            Span::raw(parties(&s.charged_from)),
+        ]));
+    }
+    if !s.on_behalf_of.is_empty() {
+        lines.push(Line::from(vec![
+            Span::styled("      wrote on behalf of ", theme.dim),
+            Span::raw(parties(&s.on_behalf_of)),
+        ]));
+    }
+    for finding in snap.findings.iter().filter(|f| f.tgid == Some(row.tgid)) {
+        lines.push(findings::line(finding, snap.now_ns, theme));
+        lines.push(Line::from(vec![
+            Span::styled("      why: ", theme.key),
+            Span::raw(finding.why.as_str()),
+        ]));
+        lines.push(Line::from(vec![
+            Span::styled("      fix: ", theme.key),
+            Span::raw(finding.fix.as_str()),
+        ]));
+    }
+    lines
+}
+
+fn render_sync_hist(frame: &mut Frame, area: Rect, row: &ProcRow, ui: &UiState, theme: &Theme) {
+    let hist = procs::figures(row, ui).sync.hist;
+    let first = hist.slots.iter().position(|&n| n > 0);
+    let last = hist.slots.iter().rposition(|&n| n > 0);
+    let mut lines = vec![Line::styled("sync latency", theme.key)];
+    if let (Some(first), Some(last)) = (first, last) {
+        let max = hist.slots[first..=last]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let width = usize::from(area.width.saturating_sub(20));
+        for slot in (first..=last).take(usize::from(area.height.saturating_sub(1))) {
+            let n = hist.slots[slot];
+            let len =
+                usize::try_from(u128::from(n) * width as u128 / u128::from(max)).unwrap_or(width);
+            lines.push(Line::from(vec![
+                Span::raw(format!("{:>10} {n:>6} ", slot_label(slot))),
+                Span::styled(
+                    "█".repeat(if n > 0 { len.max(1) } else { 0 }),
+                    theme.device_bar,
+                ),
+            ]));
+        }
+    } else {
+        lines.push(Line::styled("no sync calls", theme.dim));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &Theme) {
+    let rows: Vec<Row> = row
+        .recent_syncs
+        .iter()
+        .map(|c| {
+            Row::new([
+                c.kind.to_string(),
+                c.fd.map_or_else(|| "-".into(), |fd| fd.to_string()),
+                units::latency(c.latency_ns),
+                c.window_bytes.to_string(),
+                if c.ret < 0 {
+                    format!("err {}", -c.ret)
+                } else {
+                    "ok".into()
+                },
+                c.file.clone(),
+            ])
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(9),
+            Constraint::Length(3),
+            Constraint::Length(7),
+            Constraint::Length(6),
+            Constraint::Length(4),
+            Constraint::Min(10),
+        ],
+    )
+    .header(Row::new(["call", "fd", "latency", "bytes", "ret", "file"]).style(theme.header));
+    frame.render_widget(table, area);
+}
