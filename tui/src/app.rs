@@ -84,8 +84,7 @@ impl App {
                 Flow::Continue
             };
         }
-        if ui.show_detail
-            && matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace)
+        if ui.show_detail && matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace)
         {
             ui.show_detail = false;
             return Flow::Continue;
@@ -303,10 +302,18 @@ mod tests {
         let mut app = app();
         press(&mut app, KeyCode::Enter);
         assert!(app.ui.show_detail);
-        assert_eq!(app.ui.selected_pid, Some(777), "Enter with no selection picks the top row");
+        assert_eq!(
+            app.ui.selected_pid,
+            Some(777),
+            "Enter with no selection picks the top row"
+        );
         assert_eq!(press(&mut app, KeyCode::Esc), Flow::Continue);
         assert!(!app.ui.show_detail);
-        assert_eq!(app.ui.selected_pid, Some(777), "closing the drill-down keeps the selection");
+        assert_eq!(
+            app.ui.selected_pid,
+            Some(777),
+            "closing the drill-down keeps the selection"
+        );
     }
 
     #[test]
