@@ -199,6 +199,13 @@ const COLUMNS: &[Column] = &[
         cell: |_, f, _| sync_latency(f, f.sync.latency.max_ns),
     },
     Column {
+        header: "LMB/s",
+        width: 6,
+        sort: None,
+        min_pane_width: 110,
+        cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.logical_write_bytes, s))),
+    },
+    Column {
         header: "AMP",
         width: 5,
         sort: Some(SortKey::Amplification),
