@@ -53,6 +53,14 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
         "device = issued→completed (the driver and the disk)",
         theme.dim,
     ));
+    lines.push(Line::styled(
+        "SYNC: fsync fdatasync sync_file_range syncfs sync msync",
+        theme.dim,
+    ));
+    lines.push(Line::styled(
+        "  (io_uring fsync not traced)  LMB/s asked  AMP device/asked",
+        theme.dim,
+    ));
     frame.render_widget(Clear, popup);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" iotop-bpf keys ")),

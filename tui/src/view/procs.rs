@@ -105,7 +105,7 @@ fn per_s(n: u64, secs: f64) -> f64 {
     n / secs
 }
 
-/// Narrow columns fit 80 characters; wide ones appear from 110.
+/// Narrow columns fit 80 characters; wider terminals add the rest (all of them from 140).
 const COLUMNS: &[Column] = &[
     Column {
         header: "PID",
@@ -202,7 +202,7 @@ const COLUMNS: &[Column] = &[
         header: "LMB/s",
         width: 6,
         sort: None,
-        min_pane_width: 110,
+        min_pane_width: 120,
         cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.logical_write_bytes, s))),
     },
     Column {
@@ -216,7 +216,7 @@ const COLUMNS: &[Column] = &[
         header: "DISKS",
         width: 12,
         sort: None,
-        min_pane_width: 120,
+        min_pane_width: 140,
         cell: |p, _, _| disks(p),
     },
 ];
