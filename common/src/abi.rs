@@ -6,6 +6,7 @@ pub const ABI_VERSION: u32 = 1;
 /// Kind of a ring-buffer record, stored in [`RecordHeader::kind`].
 pub const RECORD_BLOCK_IO: u16 = 1;
 pub const RECORD_SYNC_CALL: u16 = 2;
+pub const RECORD_DSTATE: u16 = 3;
 
 /// The first 8 bytes of every ring-buffer record.
 ///

@@ -8,6 +8,12 @@ pub const EVENTS: &str = "EVENTS";
 pub const COUNTERS: &str = "COUNTERS";
 /// Per-CPU hash: kernel `dev_t` -> [`DiskAggregate`].
 pub const DISK_AGGREGATES: &str = "DISK_AGGREGATES";
+/// Hash: tid -> [`crate::dstate::Episode`] in progress.
+pub const DSTATE_EPISODES: &str = "DSTATE_EPISODES";
+/// Stack traces of tasks going into D state.
+pub const STACKS: &str = "STACKS";
+/// Per-CPU hash: tgid -> ns spent in D state (finished episodes), cumulative.
+pub const DSTATE_TIME: &str = "DSTATE_TIME";
 /// Per-CPU hash: tgid -> bytes the process asked to write (write syscalls), cumulative.
 pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
 /// Array of requests in flight ([`crate::block::InFlightSlot`], 2-way set associative).
@@ -26,7 +32,9 @@ pub const COUNTER_IN_FLIGHT_EVICTED: u32 = 3;
 pub const COUNTER_ISSUE_WITHOUT_START: u32 = 4;
 /// A sync call's exit arrived without its entry (the probes attached mid-call).
 pub const COUNTER_SYNC_WITHOUT_ENTER: u32 = 5;
-pub const COUNTER_COUNT: u32 = 6;
+/// A D episode was replaced or dropped because its wakeup was never seen.
+pub const COUNTER_DSTATE_STALE: u32 = 6;
+pub const COUNTER_COUNT: u32 = 7;
 
 /// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
 /// overflows. Cumulative since the probes were loaded; user space takes differences.
@@ -61,5 +69,7 @@ mod pod {
     unsafe impl aya::Pod for crate::block::InFlight {}
     unsafe impl aya::Pod for crate::block::InFlightSlot {}
     unsafe impl aya::Pod for crate::sync::SyscallOffsets {}
+    unsafe impl aya::Pod for crate::dstate::Episode {}
+    unsafe impl aya::Pod for crate::dstate::SchedOffsets {}
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
 }

@@ -10,6 +10,7 @@
 mod block;
 mod fields;
 mod inflight;
+mod sched;
 mod sync;
 
 #[cfg(not(test))]

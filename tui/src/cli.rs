@@ -53,6 +53,15 @@ pub enum Workload {
     DirectIo(DirectIo),
     /// Small appends, each followed by a sync call (lab001): write amplification.
     SmallSync(SmallSync),
+    /// A process stuck in D state (uninterruptible sleep) for a known time, via vfork.
+    Dstate(DState),
+}
+
+#[derive(Debug, Args)]
+pub struct DState {
+    /// Seconds to stay blocked.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
 }
 
 /// The sync call `small-sync` makes after each record.

@@ -2,11 +2,12 @@
 //! counts and skips; it never stops the pipeline.
 
 use iotop_bpf_common::{
-    RECORD_BLOCK_IO, RECORD_SYNC_CALL, RecordHeader, block::BlockIoRecord, sync::SyncCallRecord,
+    RECORD_BLOCK_IO, RECORD_DSTATE, RECORD_SYNC_CALL, RecordHeader, block::BlockIoRecord,
+    dstate::DStateRecord, sync::SyncCallRecord,
 };
 use thiserror::Error;
 
-use crate::model::{BlockIo, Comm, Dev, FileRef, Op, SyncCall, SyncKind};
+use crate::model::{BlockIo, Comm, DStateEpisode, Dev, FileRef, Op, SyncCall, SyncKind};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
@@ -29,6 +30,7 @@ pub enum DecodeError {
 pub enum Record {
     Block(BlockIo),
     Sync(SyncCall),
+    DState(DStateEpisode),
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
@@ -45,6 +47,19 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RECORD_SYNC_CALL => {
             let raw: SyncCallRecord = read_exact(&header, bytes)?;
             Ok(Record::Sync(sync_call(&raw)?))
+        }
+        RECORD_DSTATE => {
+            let raw: DStateRecord = read_exact(&header, bytes)?;
+            let e = raw.episode;
+            Ok(Record::DState(DStateEpisode {
+                pid: e.pid,
+                tgid: e.tgid,
+                comm: Comm::from_bytes(e.comm),
+                start_ns: e.start_ns,
+                end_ns: raw.end_ns,
+                stack_id: e.stack_id,
+                stack: Vec::new(),
+            }))
         }
         kind => Err(DecodeError::UnknownKind(kind)),
     }

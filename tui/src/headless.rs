@@ -71,6 +71,7 @@ pub fn drain_all(feed: &mut LiveFeed, model: &mut Aggregator) {
     let mut sink = |record| match record {
         Ok(crate::decode::Record::Block(io)) => model.ingest(&io),
         Ok(crate::decode::Record::Sync(call)) => model.ingest_sync(&call),
+        Ok(crate::decode::Record::DState(episode)) => model.ingest_dstate(&episode),
         Err(_) => model.note_bad_record(),
     };
     while feed.drain(MAX_BATCH, &mut sink) == MAX_BATCH {}

@@ -1,23 +1,26 @@
 //! Where events come from: the live ring buffer, plus the kernel-side totals and the block
 //! device names sampled at the end of each interval.
 
+mod kallsyms;
 mod procfs;
 mod sysfs;
 
 use std::{io, os::fd::AsRawFd as _};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap};
+use iotop_bpf_common::dstate::Episode;
 use iotop_bpf_common::maps::{
     COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
     COUNTER_READ_FAILED, COUNTER_RING_DROPPED, DiskAggregate,
 };
 use tokio::io::unix::AsyncFd;
 
+use self::kallsyms::Kallsyms;
 pub use self::sysfs::{block_device_names, diskstats};
 use crate::{
     decode::{DecodeError, Record, decode},
-    model::{Dev, DiskTotals, KernelCounters, KernelSample},
+    model::{Comm, DStateNow, Dev, DiskTotals, KernelCounters, KernelSample},
     probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
 };
 
@@ -40,6 +43,13 @@ pub struct LiveFeed {
     counters: PerCpuArray<MapData, u64>,
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     logical_writes: PerCpuHashMap<MapData, u32, u64>,
+    dstate_episodes: HashMap<MapData, u32, Episode>,
+    stacks: StackTraceMap<MapData>,
+    dstate_time: PerCpuHashMap<MapData, u32, u64>,
+    kallsyms: Kallsyms,
+    /// Threads already in D when the probes attached (their episodes began unseen): tid ->
+    /// (tgid, comm, stack from /proc), until they leave D.
+    in_d_at_start: std::collections::HashMap<u32, (u32, String, Vec<String>)>,
     procs: procfs::ProcCache,
     started_ns: u64,
     report: ProbeReport,
@@ -56,7 +66,33 @@ impl LiveFeed {
             counters,
             disks,
             logical_writes,
+            dstate_episodes,
+            stacks,
+            dstate_time,
         } = probes.take_maps()?;
+        let kallsyms = Kallsyms::load();
+        let mut report = probes.report.clone();
+        if !kallsyms.usable() {
+            report.degraded.push(
+                "kernel symbols are hidden (kernel.kptr_restrict): D-state stacks show no function names"
+                    .to_string(),
+            );
+        }
+        let in_d_at_start = procfs::threads_in_d()
+            .into_iter()
+            .map(|(tid, tgid, comm)| {
+                let stack = std::fs::read_to_string(format!("/proc/{tid}/stack"))
+                    .map(|text| kallsyms::parse_proc_stack(&text))
+                    .ok()
+                    .filter(|frames| !frames.is_empty())
+                    .or_else(|| {
+                        let wchan = std::fs::read_to_string(format!("/proc/{tid}/wchan")).ok()?;
+                        (!wchan.is_empty() && wchan != "0").then(|| vec![wchan])
+                    })
+                    .unwrap_or_default();
+                (tid, (tgid, comm, stack))
+            })
+            .collect();
         // SAFETY: the ring buffer owns its fd and is owned by the AsyncFd for as long as it is
         // registered, so the fd stays open while registered.
         let events = unsafe { AsyncFd::register(events) }
@@ -67,9 +103,14 @@ impl LiveFeed {
             counters,
             disks,
             logical_writes,
+            dstate_episodes,
+            stacks,
+            dstate_time,
+            kallsyms,
+            in_d_at_start,
             procs: procfs::ProcCache::default(),
             started_ns: monotonic_ns(),
-            report: probes.report.clone(),
+            report,
             _probes: probes,
         })
     }
@@ -106,7 +147,13 @@ impl LiveFeed {
             let mut record = decode(&item);
             drop(item);
             if let Ok(record) = &mut record {
-                annotate(&mut self.procs, record, now_ns);
+                annotate(
+                    &mut self.procs,
+                    &self.stacks,
+                    &self.kallsyms,
+                    record,
+                    now_ns,
+                );
             }
             sink(record);
             taken += 1;
@@ -115,7 +162,7 @@ impl LiveFeed {
     }
 
     /// The kernel-side totals and device names, at `now`.
-    pub fn sample(&self) -> KernelSample {
+    pub fn sample(&mut self) -> KernelSample {
         let now_ns = monotonic_ns();
         let counter = |index: u32| -> u64 {
             self.counters
@@ -142,11 +189,20 @@ impl LiveFeed {
             .filter_map(Result::ok)
             .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
             .collect();
+        let dstate_time = self
+            .dstate_time
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
+            .collect();
+        let dstate_now = self.dstate_now(now_ns);
         KernelSample {
             now_ns,
             counters,
             disks,
             logical_writes,
+            dstate_now,
+            dstate_time,
             diskstats: diskstats(),
             names: block_device_names(),
         }
@@ -158,9 +214,76 @@ impl LiveFeed {
     }
 }
 
-/// Adds what /proc knows: kernel threads, and the file behind a sync call's fd.
-fn annotate(procs: &mut procfs::ProcCache, record: &mut Record, now_ns: u64) {
+impl LiveFeed {
+    /// Threads in D now: episodes in progress in the kernel map, and those already in D at
+    /// start-up. An episode whose thread is no longer in D for over a second lost its wakeup
+    /// (or its id was reused): it is removed rather than shown growing forever.
+    fn dstate_now(&mut self, now_ns: u64) -> Vec<DStateNow> {
+        let mut now = Vec::new();
+        let mut stale = Vec::new();
+        for (tid, episode) in self.dstate_episodes.iter().filter_map(Result::ok) {
+            let age = now_ns.saturating_sub(episode.start_ns);
+            if age > STALE_AFTER_NS && procfs::thread_state(tid) != Some('D') {
+                stale.push(tid);
+                continue;
+            }
+            now.push(DStateNow {
+                pid: tid,
+                tgid: episode.tgid,
+                comm: Comm::from_bytes(episode.comm).to_string(),
+                start_ns: Some(episode.start_ns),
+                stack: stack_frames(&self.stacks, &self.kallsyms, episode.stack_id),
+            });
+        }
+        for tid in stale {
+            let _ = self.dstate_episodes.remove(&tid);
+        }
+        self.in_d_at_start
+            .retain(|tid, _| procfs::thread_state(*tid) == Some('D'));
+        for (&tid, (tgid, comm, stack)) in &self.in_d_at_start {
+            if !now.iter().any(|d| d.pid == tid) {
+                now.push(DStateNow {
+                    pid: tid,
+                    tgid: *tgid,
+                    comm: comm.clone(),
+                    start_ns: None,
+                    stack: stack.clone(),
+                });
+            }
+        }
+        now
+    }
+}
+
+/// An episode older than this whose thread is not in D is stale.
+const STALE_AFTER_NS: u64 = 1_000_000_000;
+
+/// Symbolized frames of a kernel stack id (empty when it was not taken or is gone).
+fn stack_frames(
+    stacks: &StackTraceMap<MapData>,
+    kallsyms: &Kallsyms,
+    stack_id: i32,
+) -> Vec<String> {
+    let Ok(id) = u32::try_from(stack_id) else {
+        return Vec::new();
+    };
+    stacks
+        .get(&id, 0)
+        .map(|trace| kallsyms.frames(trace.frames().iter().map(|f| f.ip)))
+        .unwrap_or_default()
+}
+
+/// Adds what the kernel maps and /proc know: kernel threads, the file behind a sync call's
+/// fd, a D episode's symbolized stack.
+fn annotate(
+    procs: &mut procfs::ProcCache,
+    stacks: &StackTraceMap<MapData>,
+    kallsyms: &Kallsyms,
+    record: &mut Record,
+    now_ns: u64,
+) {
     match record {
+        Record::DState(episode) => episode.stack = stack_frames(stacks, kallsyms, episode.stack_id),
         Record::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
         Record::Sync(call) => {
             if let Some(fd) = call.fd {

@@ -26,6 +26,47 @@ pub fn is_kernel_thread_stat(stat: &str) -> bool {
         .is_some_and(|flags| flags & PF_KTHREAD != 0)
 }
 
+/// The state letter of a /proc/PID/stat line (`R`, `S`, `D`, ...).
+pub fn stat_state(stat: &str) -> Option<char> {
+    stat_field(stat, 3)?.chars().next()
+}
+
+/// A thread found in D state by scanning /proc: (tid, tgid, comm).
+pub fn threads_in_d() -> Vec<(u32, u32, String)> {
+    let mut found = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for proc in procs.flatten() {
+        let Ok(tgid) = proc.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(tasks) = fs::read_dir(proc.path().join("task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Ok(stat) = fs::read_to_string(task.path().join("stat"))
+                && stat_state(&stat) == Some('D')
+            {
+                let comm = stat
+                    .find('(')
+                    .zip(stat.rfind(')'))
+                    .map_or_else(String::new, |(a, b)| stat[a + 1..b].to_string());
+                found.push((tid, tgid, comm));
+            }
+        }
+    }
+    found
+}
+
+/// The state letter of a thread now (`None` when it is gone).
+pub fn thread_state(tid: u32) -> Option<char> {
+    stat_state(&fs::read_to_string(format!("/proc/{tid}/stat")).ok()?)
+}
+
 #[derive(Default)]
 pub struct ProcCache {
     kernel_threads: HashMap<u32, bool>,
@@ -93,6 +134,21 @@ mod tests {
         assert_eq!(stat_field(user, 3), Some("R"));
         assert!(!is_kernel_thread_stat(user));
         assert!(!is_kernel_thread_stat("garbage"));
+    }
+
+    #[test]
+    fn states() {
+        assert_eq!(stat_state("1 (init) S 0 1"), Some('S'));
+        assert_eq!(stat_state("77 (a (b) c) D 1 77"), Some('D'));
+        // SAFETY: gettid has no preconditions. (The test runs on a worker thread; the main
+        // thread, whose tid is the pid, is asleep waiting for it.)
+        let tid = u32::try_from(unsafe { libc::gettid() }).unwrap();
+        assert_eq!(thread_state(tid), Some('R'));
+        assert!(
+            threads_in_d()
+                .iter()
+                .all(|(tid, _, _)| *tid != std::process::id())
+        );
     }
 
     #[test]

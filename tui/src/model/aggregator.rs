@@ -5,8 +5,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Comm, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op, SyncCall,
+    BlockIo, Comm, DStateEpisode, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op,
+    SyncCall,
     blame::{Blame, Charge},
+    dstate::DStateBook,
     findings::{self, FindingBook},
     hist::{LatencyHist, Log2Hist},
     snapshot::{
@@ -103,6 +105,7 @@ struct ProcPeriod {
     devices: BTreeMap<Dev, OpCounts>,
     sync: SyncStats,
     logical_bytes: u64,
+    dstate_ns: u64,
 }
 
 impl ProcPeriod {
@@ -119,6 +122,7 @@ impl ProcPeriod {
         }
         self.sync.merge(&other.sync);
         self.logical_bytes += other.logical_bytes;
+        self.dstate_ns += other.dstate_ns;
     }
     fn clear(&mut self) {
         self.counts = OpCounts::default();
@@ -126,6 +130,7 @@ impl ProcPeriod {
         self.devices.clear();
         self.sync = SyncStats::default();
         self.logical_bytes = 0;
+        self.dstate_ns = 0;
     }
     fn figures(&self) -> ProcFigures {
         let c = &self.counts;
@@ -143,6 +148,7 @@ impl ProcPeriod {
             total_hist: self.latencies.total.log2(),
             logical_write_bytes: self.logical_bytes,
             sync: self.sync.figures(),
+            dstate_ns: self.dstate_ns,
         }
     }
 }
@@ -205,6 +211,7 @@ pub struct Aggregator {
     blame: Blame,
     prev_logical: HashMap<u32, u64>,
     findings: FindingBook,
+    dstate: DStateBook,
 }
 
 impl Aggregator {
@@ -228,6 +235,7 @@ impl Aggregator {
             blame: Blame::default(),
             prev_logical: HashMap::new(),
             findings: FindingBook::default(),
+            dstate: DStateBook::default(),
         }
     }
 
@@ -261,6 +269,12 @@ impl Aggregator {
         self.blame.note_sync(call);
     }
 
+    /// A finished D-state episode (over the probes' streaming threshold).
+    pub fn ingest_dstate(&mut self, episode: &DStateEpisode) {
+        self.received += 1;
+        self.dstate.note_finished(episode);
+    }
+
     /// Charges every kernel-thread write still waiting for its grace period, so that a last
     /// report before exiting includes them.
     pub fn settle_all(&mut self, now_ns: u64) {
@@ -275,6 +289,36 @@ impl Aggregator {
             }
             if let Some(from) = self.procs.get_mut(&charge.from_tgid) {
                 from.interval.sync.add_charge_given(charge);
+            }
+        }
+    }
+
+    /// Time in D of this interval. A process that spent at least a millisecond in D gets a
+    /// row even without I/O (a task stuck in vfork does no I/O).
+    fn take_dstate_time(&mut self, sample: &KernelSample) {
+        let time = self.dstate.interval_time(
+            sample.now_ns,
+            self.last_tick_ns,
+            &sample.dstate_time,
+            &sample.dstate_now,
+        );
+        for (tgid, ns) in time {
+            let comm = sample
+                .dstate_now
+                .iter()
+                .find(|d| d.tgid == tgid)
+                .map(|d| Comm::new(&d.comm));
+            let proc = match (self.procs.get_mut(&tgid), comm) {
+                (Some(proc), _) => proc,
+                (None, Some(comm)) if ns >= 1_000_000 => self
+                    .procs
+                    .entry(tgid)
+                    .or_insert_with(|| ProcState::new(comm, sample.now_ns)),
+                _ => continue,
+            };
+            proc.interval.dstate_ns += ns;
+            if ns > 0 {
+                proc.last_seen_ns = proc.last_seen_ns.max(sample.now_ns);
             }
         }
     }
@@ -300,6 +344,7 @@ impl Aggregator {
         let charges = self.blame.settle(sample.now_ns, false);
         self.apply_charges(&charges);
         self.take_logical_writes(sample);
+        self.take_dstate_time(sample);
         let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
         self.last_tick_ns = sample.now_ns;
         self.received_total += self.received;
@@ -345,6 +390,8 @@ impl Aggregator {
             disks,
             procs,
             findings: Vec::new(),
+            dstate: self.dstate.tasks(sample.now_ns, &sample.dstate_now),
+            dstate_recent: self.dstate.longest_recent(sample.now_ns),
         };
         snap.findings = self.findings.update(sample.now_ns, findings::detect(&snap));
         snap
@@ -471,6 +518,9 @@ impl Aggregator {
                 self.procs.remove(&tgid);
             }
         }
+        let procs = &self.procs;
+        self.prev_logical.retain(|tgid, _| procs.contains_key(tgid));
+        self.dstate.forget(|tgid| procs.contains_key(&tgid));
     }
 }
 

@@ -1,8 +1,8 @@
 //! Deterministic synthetic snapshots for view and app tests.
 
 use super::{
-    Aggregator, BlockIo, Comm, Dev, DiskStat, DiskTotals, FileRef, KernelCounters, KernelSample,
-    Op, Settings, Snapshot, SyncCall, SyncKind,
+    Aggregator, BlockIo, Comm, DStateNow, Dev, DiskStat, DiskTotals, FileRef, KernelCounters,
+    KernelSample, Op, Settings, Snapshot, SyncCall, SyncKind,
 };
 
 const MS: u64 = 1_000_000;
@@ -137,6 +137,8 @@ pub fn demo_snapshot() -> Snapshot {
             },
         ],
         logical_writes: vec![],
+        dstate_now: vec![],
+        dstate_time: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
     };
     // A first, empty interval gives the busy-time baseline.
@@ -153,6 +155,34 @@ pub fn demo_snapshot() -> Snapshot {
     model.settle_all(1_000 * MS);
     let mut last = sample(1_000 * MS, 420);
     last.logical_writes = vec![(5689, 200 * 128)];
+    // A shell stuck in vfork for 7 s, and lab001 caught waiting for its journal commit.
+    last.dstate_now = vec![
+        DStateNow {
+            pid: 4711,
+            tgid: 4711,
+            comm: "make".into(),
+            start_ns: Some(0),
+            stack: [
+                "schedule_timeout",
+                "wait_for_completion_state",
+                "kernel_clone",
+                "__x64_sys_vfork",
+            ]
+            .map(String::from)
+            .to_vec(),
+        },
+        DStateNow {
+            pid: 5689,
+            tgid: 5689,
+            comm: "lab001".into(),
+            start_ns: Some(6_990 * MS),
+            stack: ["jbd2_log_wait_commit", "ext4_sync_file", "do_fsync"]
+                .map(String::from)
+                .to_vec(),
+        },
+    ];
+    last.dstate_time = vec![(5689, 150 * MS)];
+    last.now_ns = 7_000 * MS;
     model.tick(&last)
 }
 

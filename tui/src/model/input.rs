@@ -236,6 +236,37 @@ impl SyncCall {
     }
 }
 
+/// A finished D-state episode (only those above the probes' threshold are streamed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DStateEpisode {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: Comm,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Id in the kernel's stack map (negative: none); the feed symbolizes it into `stack`.
+    pub stack_id: i32,
+    /// Symbolized kernel frames, innermost first.
+    pub stack: Vec<String>,
+}
+
+impl DStateEpisode {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// A thread in D state now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DStateNow {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    /// When its episode began; `None` for threads already in D when iotop-bpf started.
+    pub start_ns: Option<u64>,
+    pub stack: Vec<String>,
+}
+
 /// What a sync call's fd referred to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileRef {
@@ -302,6 +333,10 @@ pub struct KernelSample {
     pub diskstats: Vec<DiskStat>,
     /// Bytes each process asked to write (write syscalls), cumulative: (tgid, bytes).
     pub logical_writes: Vec<(u32, u64)>,
+    /// Threads in D state at `now_ns`.
+    pub dstate_now: Vec<DStateNow>,
+    /// Time each process spent in finished D episodes, cumulative: (tgid, ns).
+    pub dstate_time: Vec<(u32, u64)>,
     /// Device names (`/sys/block/*/dev`), e.g. `7:0` -> `loop0`.
     pub names: Vec<(Dev, String)>,
 }

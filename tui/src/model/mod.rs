@@ -6,6 +6,7 @@
 
 mod aggregator;
 mod blame;
+mod dstate;
 pub mod findings;
 pub mod hist;
 mod input;
@@ -16,12 +17,12 @@ pub use aggregator::{Aggregator, Settings};
 pub use blame::GRACE_NS;
 pub use hist::{LatencyHist, Log2Hist};
 pub use input::{
-    BlockIo, Comm, Dev, DiskStat, DiskTotals, FileRef, KernelCounters, KernelSample, Op, SyncCall,
-    SyncKind,
+    BlockIo, Comm, DStateEpisode, DStateNow, Dev, DiskStat, DiskTotals, FileRef, KernelCounters,
+    KernelSample, Op, SyncCall, SyncKind,
 };
 pub use snapshot::{
-    DiskFigures, DiskRow, EventStats, Latency, Party, ProcDeviceRow, ProcFigures, ProcRow,
-    Snapshot, SyncCallRow, SyncFigures,
+    DStateEpisodeRow, DStateTask, DiskFigures, DiskRow, EventStats, Latency, Party, ProcDeviceRow,
+    ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures, wait_site,
 };
 
 #[cfg(test)]

@@ -108,6 +108,8 @@ pub struct ProcFigures {
     /// Bytes it asked to write in write syscalls (to any fd: files, pipes, sockets).
     pub logical_write_bytes: u64,
     pub sync: SyncFigures,
+    /// Time its threads spent in D state (uninterruptible sleep), summed over threads.
+    pub dstate_ns: u64,
 }
 
 /// Another process in a charge: who wrote for whom, and how much.
@@ -214,6 +216,68 @@ pub struct Snapshot {
     pub procs: Vec<ProcRow>,
     /// Active findings first (worst, newest), then fading ones.
     pub findings: Vec<super::findings::Finding>,
+    /// Threads in D state now, longest blocked first.
+    pub dstate: Vec<DStateTask>,
+    /// The longest D episodes that ended in the last five minutes.
+    pub dstate_recent: Vec<DStateEpisodeRow>,
+}
+
+/// A thread in D state now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DStateTask {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    /// How long it has been blocked; `None` when it was already in D when iotop-bpf started.
+    pub blocked_ns: Option<u64>,
+    /// Where: symbolized kernel frames, innermost first.
+    pub stack: Vec<String>,
+    /// Its finished episodes (over the streaming threshold) and their total, since start.
+    pub episodes: u64,
+    pub total_ns: u64,
+}
+
+/// A finished D episode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DStateEpisodeRow {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    pub duration_ns: u64,
+    pub ended_ns: u64,
+    pub stack: Vec<String>,
+}
+
+/// Generic sleeping primitives: true of every wait, so they do not say where a task waits.
+const GENERIC_WAITS: &[&str] = &[
+    "schedule_timeout",
+    "schedule_hrtimeout_range",
+    "schedule_hrtimeout_range_clock",
+    "schedule_preempt_disabled",
+    "__wait_for_common",
+    "wait_for_common",
+    "wait_for_common_io",
+    "wait_for_completion",
+    "wait_for_completion_io",
+    "wait_for_completion_killable",
+    "wait_for_completion_state",
+    "io_schedule_timeout",
+];
+
+/// `a <- b <- c`: the first frames that say where a task waits (generic sleeping primitives
+/// skipped; `io_schedule` kept, it says the task waits for I/O).
+pub fn wait_site(stack: &[String], frames: usize) -> String {
+    let telling: Vec<&str> = stack
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !GENERIC_WAITS.contains(f))
+        .take(frames)
+        .collect();
+    if telling.is_empty() {
+        "?".to_string()
+    } else {
+        telling.join(" <- ")
+    }
 }
 
 impl Snapshot {

@@ -69,6 +69,8 @@ fn sample(now_ns: u64, events: &[BlockIo]) -> KernelSample {
         disks: totals_of(events),
         diskstats: vec![],
         logical_writes: vec![],
+        dstate_now: vec![],
+        dstate_time: vec![],
         names: vec![(LOOP0, "loop0".into()), (NVME, "nvme0n1".into())],
     }
 }
@@ -338,4 +340,153 @@ fn same_events_give_the_same_snapshot() {
         })
         .collect();
     assert_eq!(run(&events, 1_000 * MS), run(&events, 1_000 * MS));
+}
+
+mod dstate {
+    use super::*;
+    use crate::model::{DStateEpisode, DStateNow};
+
+    fn now(pid: u32, tgid: u32, start_ns: Option<u64>) -> DStateNow {
+        DStateNow {
+            pid,
+            tgid,
+            comm: "stuck".into(),
+            start_ns,
+            stack: vec!["io_schedule".into(), "folio_wait_bit_common".into()],
+        }
+    }
+
+    fn tick(
+        model: &mut Aggregator,
+        at_ns: u64,
+        kernel_time: u64,
+        in_d: Vec<DStateNow>,
+    ) -> Snapshot {
+        model.tick(&KernelSample {
+            now_ns: at_ns,
+            dstate_time: vec![(50, kernel_time)],
+            dstate_now: in_d,
+            ..sample(at_ns, &[])
+        })
+    }
+
+    #[test]
+    fn a_long_episode_is_spread_over_the_intervals_it_spans_and_counted_once() {
+        let mut model = Aggregator::new(Settings::default(), 0);
+        // Blocked from 500 ms to 2700 ms.
+        let s1 = tick(&mut model, 1_000 * MS, 0, vec![now(51, 50, Some(500 * MS))]);
+        let s2 = tick(&mut model, 2_000 * MS, 0, vec![now(51, 50, Some(500 * MS))]);
+        model.ingest_dstate(&DStateEpisode {
+            pid: 51,
+            tgid: 50,
+            comm: Comm::new("stuck"),
+            start_ns: 500 * MS,
+            end_ns: 2_700 * MS,
+            stack_id: 1,
+            stack: vec!["io_schedule".into()],
+        });
+        let s3 = tick(&mut model, 3_000 * MS, 2_200 * MS, vec![]);
+        let d = |s: &Snapshot| {
+            s.procs
+                .iter()
+                .find(|p| p.tgid == 50)
+                .map_or(0, |p| p.interval.dstate_ns)
+        };
+        assert_eq!(d(&s1), 500 * MS);
+        assert_eq!(d(&s2), 1_000 * MS);
+        assert_eq!(
+            d(&s3),
+            700 * MS,
+            "the rest of the episode, not all of it again"
+        );
+        assert_eq!(
+            s3.procs
+                .iter()
+                .find(|p| p.tgid == 50)
+                .unwrap()
+                .total
+                .dstate_ns,
+            2_200 * MS
+        );
+        assert_eq!(s1.dstate[0].blocked_ns, Some(500 * MS));
+        assert_eq!(s2.dstate[0].blocked_ns, Some(1_500 * MS));
+        assert!(s3.dstate.is_empty());
+        assert_eq!(s3.dstate_recent[0].duration_ns, 2_200 * MS);
+    }
+
+    #[test]
+    fn short_episodes_count_through_the_kernel_sum_alone() {
+        let mut model = Aggregator::new(Settings::default(), 0);
+        model.ingest(&io(50, "db", LOOP0, Op::Read, 4096, 0, 0, US));
+        let _ = tick(&mut model, 1_000 * MS, 0, vec![]);
+        let s = tick(&mut model, 2_000 * MS, 40 * MS, vec![]);
+        assert_eq!(
+            s.procs
+                .iter()
+                .find(|p| p.tgid == 50)
+                .unwrap()
+                .interval
+                .dstate_ns,
+            40 * MS
+        );
+        assert!(
+            s.dstate_recent.is_empty(),
+            "below the streaming threshold: no episode listed"
+        );
+    }
+
+    #[test]
+    fn a_thread_already_in_d_at_start_is_listed_without_a_start() {
+        let mut model = Aggregator::new(Settings::default(), 0);
+        let s = tick(
+            &mut model,
+            1_000 * MS,
+            0,
+            vec![now(77, 77, None), now(51, 50, Some(900 * MS))],
+        );
+        assert_eq!(s.dstate.len(), 2);
+        assert_eq!(
+            (s.dstate[0].pid, s.dstate[0].blocked_ns),
+            (77, None),
+            "unknown start sorts first"
+        );
+        assert_eq!(
+            crate::model::wait_site(&s.dstate[1].stack, 3),
+            "io_schedule <- folio_wait_bit_common"
+        );
+    }
+
+    #[test]
+    fn a_task_blocked_for_seconds_raises_long_d_state() {
+        let mut model = Aggregator::new(Settings::default(), 0);
+        let s = tick(
+            &mut model,
+            7_000 * MS,
+            0,
+            vec![now(51, 50, Some(1_000 * MS))],
+        );
+        let f = s
+            .findings
+            .iter()
+            .find(|f| f.kind == crate::model::findings::FindingKind::LongDState)
+            .unwrap();
+        assert_eq!(f.tgid, Some(50));
+        assert!(
+            f.summary
+                .contains("blocked in D for 6.00s, in io_schedule <- folio_wait_bit_common"),
+            "{}",
+            f.summary
+        );
+        assert!(f.fix.contains("its own I/O"), "{}", f.fix);
+        let s = tick(
+            &mut model,
+            7_500 * MS,
+            0,
+            vec![now(51, 50, Some(4_000 * MS))],
+        );
+        assert!(
+            s.findings.iter().all(|f| !f.active),
+            "a 3.5 s episode is under the threshold"
+        );
+    }
 }

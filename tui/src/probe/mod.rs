@@ -1,18 +1,23 @@
 //! Loading and attaching the eBPF probes, with field offsets taken from tracefs.
 
 pub mod privilege;
+mod sched;
 mod syscalls;
 pub mod tracefs;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::TracePoint,
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
+    programs::{RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
     block::{ORIGIN_INSERT, ORIGIN_START},
-    maps::{COUNTERS, DISK_AGGREGATES, DiskAggregate, EVENTS, LOGICAL_WRITES},
+    dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
+    maps::{
+        COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
+        LOGICAL_WRITES, STACKS,
+    },
     rwbs::RWBS_READ_LEN,
     sync::GLOBAL_SYSCALL_OFFSETS,
     tracepoint::{
@@ -33,6 +38,10 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// Bytes of unread ring data above which the kernel wakes the reader early (between the
 /// reader's own drain ticks). A quarter of the ring leaves room for bursts while it drains.
 const WAKEUP_BYTES: u64 = 4 << 20;
+
+/// Finished D episodes shorter than this only add to their process's D time; longer ones are
+/// streamed (one record each) for the "longest recent episodes" list.
+const DSTATE_RECORD_MIN_NS: u64 = 1_000_000;
 
 /// Which tracepoint each program sits on, and what is degraded on this kernel.
 #[derive(Clone, Debug, Default)]
@@ -55,6 +64,11 @@ pub struct ProbeMaps {
     pub disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     /// tgid -> bytes asked to be written (an LRU per-CPU hash; aya reads it like a hash).
     pub logical_writes: PerCpuHashMap<MapData, u32, u64>,
+    /// tid -> D-state episode in progress.
+    pub dstate_episodes: HashMap<MapData, u32, Episode>,
+    pub stacks: StackTraceMap<MapData>,
+    /// tgid -> ns in finished D episodes.
+    pub dstate_time: PerCpuHashMap<MapData, u32, u64>,
 }
 
 /// One program and the tracepoint(s) it may attach to, in order of preference.
@@ -145,10 +159,21 @@ impl Probes {
                 .map(|&(program, name)| (program, "syscalls", name)),
         );
 
+        let sched = sched::plan(&env.tracefs, env.kernel)?;
+        report.degraded.extend(sched.degraded.iter().cloned());
+        plan.extend(
+            sched
+                .classic
+                .iter()
+                .map(|&(program, name)| (program, "sched", name)),
+        );
+
         let mut loader = EbpfLoader::new();
         for (global, fields) in &offsets {
             loader.override_global(global, fields, true);
         }
+        loader.override_global(GLOBAL_SCHED_OFFSETS, &sched.offsets, true);
+        loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
@@ -174,6 +199,20 @@ impl Probes {
                 .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
             report.attached.push(format!("{category}:{name}"));
         }
+        if sched.raw_switch {
+            let program: &mut RawTracePoint = ebpf
+                .program_mut("dstate_switch_raw")
+                .ok_or_else(|| anyhow!("program dstate_switch_raw missing from the eBPF object"))?
+                .try_into()
+                .context("dstate_switch_raw is not a raw tracepoint program")?;
+            program
+                .load()
+                .context("load program dstate_switch_raw (verifier)")?;
+            program
+                .attach("sched_switch")
+                .context("attach dstate_switch_raw to raw tracepoint sched_switch")?;
+            report.attached.push("raw_tp:sched_switch".to_string());
+        }
         Ok(Self { ebpf, report })
     }
 
@@ -190,6 +229,10 @@ impl Probes {
                 .context("map DISK_AGGREGATES")?,
             logical_writes: PerCpuHashMap::try_from(take(LOGICAL_WRITES)?)
                 .context("map LOGICAL_WRITES")?,
+            dstate_episodes: HashMap::try_from(take(DSTATE_EPISODES)?)
+                .context("map DSTATE_EPISODES")?,
+            stacks: StackTraceMap::try_from(take(STACKS)?).context("map STACKS")?,
+            dstate_time: PerCpuHashMap::try_from(take(DSTATE_TIME)?).context("map DSTATE_TIME")?,
         })
     }
 }

@@ -17,8 +17,10 @@ pub struct Interval<'a> {
     pub events: Events,
     pub disks: Vec<Disk<'a>>,
     pub processes: Vec<Process<'a>>,
-    /// Filled by the D-state pane's source once it lands.
-    pub dstate: Vec<serde_json::Value>,
+    /// Threads in D state at the end of the interval, longest blocked first.
+    pub dstate: Vec<DState<'a>>,
+    /// The longest D episodes that ended in the last five minutes.
+    pub dstate_recent: Vec<DStateEpisode<'a>>,
     /// Active findings of this interval, worst first.
     pub findings: Vec<FindingJson<'a>>,
 }
@@ -75,6 +77,31 @@ pub struct WrittenFor<'a> {
     pub pid: u32,
     pub comm: &'a str,
     pub bytes: u64,
+}
+
+#[derive(Serialize)]
+pub struct DState<'a> {
+    /// The process (tgid).
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: &'a str,
+    /// How long it has been blocked; for a thread already in D when iotop-bpf started, at
+    /// least this long (`since_start` is then true).
+    pub blocked_ms: u64,
+    pub since_start: bool,
+    /// Where it waits: kernel frames, innermost first.
+    pub stack: &'a [String],
+}
+
+#[derive(Serialize)]
+pub struct DStateEpisode<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: &'a str,
+    pub duration_ms: u64,
+    /// Seconds since it ended.
+    pub ended_s_ago: u64,
+    pub stack: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -241,6 +268,7 @@ pub struct ProcessTotals {
     pub sync_latency_us: Percentiles,
     pub logical_write_bytes: u64,
     pub charged_write_bytes: u64,
+    pub dstate_ms: u64,
 }
 
 impl<'a> From<&'a ProcRow> for Process<'a> {
@@ -268,7 +296,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             sync_write_bytes: f.sync.in_sync_write_bytes,
             charged_from: parties(&f.sync.charged_from),
             written_for: parties(&f.sync.on_behalf_of),
-            dstate_ms: 0,
+            dstate_ms: f.dstate_ns / 1_000_000,
             devices: p
                 .devices
                 .iter()
@@ -293,6 +321,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 sync_latency_us: (&p.total.sync.latency).into(),
                 logical_write_bytes: p.total.logical_write_bytes,
                 charged_write_bytes: p.total.sync.charged_write_bytes,
+                dstate_ms: p.total.dstate_ns / 1_000_000,
             },
         }
     }
@@ -330,7 +359,30 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             .into_iter()
             .map(Process::from)
             .collect(),
-        dstate: Vec::new(),
+        dstate: snap
+            .dstate
+            .iter()
+            .map(|d| DState {
+                pid: d.tgid,
+                tid: d.pid,
+                comm: &d.comm,
+                blocked_ms: d.blocked_ns.unwrap_or(snap.elapsed_ns) / 1_000_000,
+                since_start: d.blocked_ns.is_none(),
+                stack: &d.stack,
+            })
+            .collect(),
+        dstate_recent: snap
+            .dstate_recent
+            .iter()
+            .map(|e| DStateEpisode {
+                pid: e.tgid,
+                tid: e.pid,
+                comm: &e.comm,
+                duration_ms: e.duration_ns / 1_000_000,
+                ended_s_ago: snap.now_ns.saturating_sub(e.ended_ns) / 1_000_000_000,
+                stack: &e.stack,
+            })
+            .collect(),
         findings: snap
             .findings
             .iter()

@@ -32,14 +32,15 @@ pub fn severity_word(severity: Severity) -> &'static str {
     }
 }
 
-/// Rows the pane wants (0 when there is nothing to show).
-pub fn wanted_rows(snap: &Snapshot) -> u16 {
+/// Rows the pane wants (0 when there is nothing to show); fewer on a short terminal.
+pub fn wanted_rows(snap: &Snapshot, compact: bool) -> u16 {
     if snap.findings.is_empty() {
         0
     } else {
+        let most = if compact { 2 } else { 4 };
         u16::try_from(snap.findings.len())
             .unwrap_or(u16::MAX)
-            .min(4)
+            .min(most)
             + 1
     }
 }

@@ -6,12 +6,14 @@
 //! ├ Disks ─ iostat -x columns, one row per disk ─────────────────────────┤
 //! ├ Processes ─ PID COMM R/s W/s RMB/s WMB/s p50 p99 SYNC/s AMP ─────────┤
 //! ├ Findings ─ ‼ CRIT write_amplification lab001 (pid 42): ... (if any) ─┤
+//! ├ D state ─ PID/TID COMM BLOCKED EPISODES WHERE (if any thread is stuck) ┤
 //! ├ Latency ─ selected disk/process: queue hist │ device hist ───────────┤
 //! └ keys / filter prompt / degraded notes                                ┘
 //! ```
 
 pub mod detail;
 pub mod disks;
+pub mod dstate;
 pub mod findings;
 pub mod help;
 pub mod latency;
@@ -52,20 +54,29 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     let disk_rows = u16::try_from(snap.disks.len())
         .unwrap_or(u16::MAX)
         .clamp(1, 6);
-    let finding_rows = findings::wanted_rows(snap);
+    // Below 30 rows the optional panes shrink so the processes keep room.
+    let compact = area.height < 30;
+    let finding_rows = findings::wanted_rows(snap, compact);
+    let dstate_rows = dstate::wanted_rows(snap, compact);
     // The latency pane gets a third of the screen, plus whatever the processes do not need.
     let proc_rows = u16::try_from(procs::visible(snap, ui).len())
         .unwrap_or(u16::MAX)
         .max(3);
     let spare = area
         .height
-        .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + finding_rows + 1);
-    let latency_rows = (area.height / 3).clamp(7, 16).max(spare);
+        .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + finding_rows + dstate_rows + 1);
+    let latency_base = if compact && finding_rows + dstate_rows > 0 {
+        5
+    } else {
+        (area.height / 3).clamp(7, 16)
+    };
+    let latency_rows = latency_base.max(spare);
     let [
         status_area,
         disks_area,
         procs_area,
         findings_area,
+        dstate_area,
         latency_area,
         keys_area,
     ] = Layout::vertical([
@@ -73,6 +84,7 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
         Constraint::Length(disk_rows + 2),
         Constraint::Min(5),
         Constraint::Length(finding_rows),
+        Constraint::Length(dstate_rows),
         Constraint::Length(latency_rows),
         Constraint::Length(1),
     ])
@@ -82,6 +94,9 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     procs::render(frame, procs_area, snap, ui, theme);
     if finding_rows > 0 {
         findings::render(frame, findings_area, snap, theme);
+    }
+    if dstate_rows > 0 {
+        dstate::render(frame, dstate_area, snap, theme);
     }
     latency::render(frame, latency_area, snap, ui, theme);
     status::render_keys(frame, keys_area, ui, theme);

@@ -47,7 +47,7 @@ fn matches_filter(row: &ProcRow, filter: &str) -> bool {
 }
 
 fn active(f: &ProcFigures) -> bool {
-    f.ios() > 0 || f.sync.syncs > 0
+    f.ios() > 0 || f.sync.syncs > 0 || f.dstate_ns > 0
 }
 
 /// The rows shown, in order: filtered, with I/O or syncs in the shown period (the selected
@@ -75,6 +75,7 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
             SortKey::P99 => fa.latency.p99_ns.cmp(&fb.latency.p99_ns),
             SortKey::Syncs => fa.sync.syncs.cmp(&fb.sync.syncs),
             SortKey::SyncP99 => fa.sync.latency.p99_ns.cmp(&fb.sync.latency.p99_ns),
+            SortKey::DState => fa.dstate_ns.cmp(&fb.dstate_ns),
             SortKey::Amplification => fa
                 .write_amplification()
                 .total_cmp(&fb.write_amplification()),
@@ -105,7 +106,8 @@ fn per_s(n: u64, secs: f64) -> f64 {
     n / secs
 }
 
-/// Narrow columns fit 80 characters; wider terminals add the rest (all of them from 140).
+/// The narrow set fits 80 characters (with the selection mark); wider terminals add the
+/// rest (all of them from 140).
 const COLUMNS: &[Column] = &[
     Column {
         header: "PID",
@@ -116,7 +118,7 @@ const COLUMNS: &[Column] = &[
     },
     Column {
         header: "COMM",
-        width: 15,
+        width: 14,
         sort: Some(SortKey::Comm),
         min_pane_width: 0,
         cell: |p, _, _| p.comm.clone(),
@@ -213,6 +215,13 @@ const COLUMNS: &[Column] = &[
         cell: |_, f, _| amplification(f),
     },
     Column {
+        header: "D",
+        width: 5,
+        sort: Some(SortKey::DState),
+        min_pane_width: 90,
+        cell: |_, f, s| dstate_share(f, s),
+    },
+    Column {
         header: "DISKS",
         width: 12,
         sort: None,
@@ -246,6 +255,16 @@ fn amplification(f: &ProcFigures) -> String {
     } else {
         format!("{amp:.0}x")
     }
+}
+
+/// Time in D as a share of the period (100% = one thread blocked the whole time).
+fn dstate_share(f: &ProcFigures, secs: f64) -> String {
+    if f.dstate_ns == 0 {
+        return "-".into();
+    }
+    #[expect(clippy::cast_precision_loss, reason = "a display percentage")]
+    let pct = f.dstate_ns as f64 / 1e9 / secs * 100.0;
+    format!("{pct:.0}%")
 }
 
 fn disks(p: &ProcRow) -> String {

@@ -27,10 +27,11 @@ pub enum SortKey {
     Syncs,
     SyncP99,
     Amplification,
+    DState,
 }
 
 impl SortKey {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Pid,
         Self::Comm,
         Self::ReadOps,
@@ -43,6 +44,7 @@ impl SortKey {
         Self::Syncs,
         Self::SyncP99,
         Self::Amplification,
+        Self::DState,
     ];
 
     pub fn label(self) -> &'static str {
@@ -59,6 +61,7 @@ impl SortKey {
             Self::Syncs => "SYNC/s",
             Self::SyncP99 => "sync p99",
             Self::Amplification => "AMP",
+            Self::DState => "time in D",
         }
     }
 

@@ -2,6 +2,7 @@
 //! workshops and the end-to-end tests. They need no privileges, only a file system.
 
 mod direct_io;
+mod dstate;
 mod small_sync;
 
 use std::time::Duration;
@@ -14,6 +15,7 @@ pub fn run(workload: &Workload) -> Result<()> {
     match workload {
         Workload::DirectIo(args) => direct_io::run(args),
         Workload::SmallSync(args) => small_sync::run(args),
+        Workload::Dstate(args) => dstate::run(args),
     }
 }
 

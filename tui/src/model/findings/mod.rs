@@ -4,6 +4,7 @@
 //! constants next to them. [`FindingBook`] keeps a finding on screen while its pattern lasts
 //! and lets it fade for a while after.
 
+mod long_d_state;
 mod write_amplification;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use super::{Dev, Snapshot};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FindingKind {
     WriteAmplification,
+    LongDState,
 }
 
 impl FindingKind {
@@ -20,6 +22,7 @@ impl FindingKind {
     pub fn name(self) -> &'static str {
         match self {
             Self::WriteAmplification => "write_amplification",
+            Self::LongDState => "long_d_state",
         }
     }
 }
@@ -73,6 +76,7 @@ pub struct Finding {
 pub fn detect(snap: &Snapshot) -> Vec<Finding> {
     let mut found = Vec::new();
     found.extend(write_amplification::detect(snap));
+    found.extend(long_d_state::detect(snap));
     found
 }
 

@@ -90,6 +90,8 @@ impl Stream {
             disks: vec![],
             diskstats: vec![],
             logical_writes: self.logical,
+            dstate_now: vec![],
+            dstate_time: vec![],
             names: vec![(DISK, "loop0".into())],
         });
         snap.findings

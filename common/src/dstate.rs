@@ -1,0 +1,300 @@
+//! Tasks in uninterruptible sleep (D state): episodes from sched_switch to sched_wakeup.
+//!
+//! The episode bookkeeping is written once, here, against [`EpisodeTable`], and runs both in
+//! the eBPF programs (over a BPF hash map) and in the host unit tests (over a `BTreeMap`).
+
+use crate::abi::{COMM_LEN, RecordHeader};
+
+/// `TASK_UNINTERRUPTIBLE`.
+pub const TASK_UNINTERRUPTIBLE: u64 = 0x2;
+/// `TASK_NOLOAD`: with UNINTERRUPTIBLE it is `TASK_IDLE` (idle kworkers), not a stuck task.
+pub const TASK_NOLOAD: u64 = 0x400;
+/// How sched_switch reports `TASK_IDLE` (`TASK_REPORT_IDLE`, the "I" state).
+pub const TASK_REPORT_IDLE: u64 = 0x80;
+
+/// Whether a task switched out with `prev_state` is going into D state. The raw task state
+/// (raw tracepoint argument) marks idle as UNINTERRUPTIBLE | NOLOAD; the classic tracepoint
+/// reports it as its own bit. Both are excluded.
+#[inline(always)]
+#[must_use]
+pub const fn is_dstate(prev_state: u64) -> bool {
+    prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & (TASK_NOLOAD | TASK_REPORT_IDLE) == 0
+}
+
+/// An episode in progress, keyed by thread id in [`EpisodeTable`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct Episode {
+    pub start_ns: u64,
+    pub tgid: u32,
+    pub pid: u32,
+    /// Kernel stack id in the `STACKS` map; negative when it could not be taken.
+    pub stack_id: i32,
+    pub _pad: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<Episode>() == 40);
+
+/// One finished episode (only those above the threshold are streamed).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DStateRecord {
+    pub header: RecordHeader,
+    pub end_ns: u64,
+    pub episode: Episode,
+}
+
+const _: () = assert!(core::mem::size_of::<DStateRecord>() == 56);
+
+/// Offsets in the classic `sched_switch` and `sched_wakeup` tracepoints.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SchedOffsets {
+    /// `prev_state` of sched_switch (used when the raw tracepoint is not available).
+    pub prev_state: u32,
+    /// Its size: 8 (`long`) on current kernels, 4 on some older ones.
+    pub prev_state_size: u32,
+    /// `pid` and `comm` of sched_wakeup.
+    pub wakeup_pid: u32,
+    pub wakeup_comm: u32,
+}
+
+impl SchedOffsets {
+    pub const ABSENT: Self = Self {
+        prev_state: crate::tracepoint::ABSENT,
+        prev_state_size: 8,
+        wakeup_pid: crate::tracepoint::ABSENT,
+        wakeup_comm: crate::tracepoint::ABSENT,
+    };
+}
+
+pub const GLOBAL_SCHED_OFFSETS: &str = "SCHED_OFFSETS";
+/// `u64`: finished episodes at least this long are streamed (shorter ones only add to the
+/// per-process D time).
+pub const GLOBAL_DSTATE_RECORD_MIN_NS: &str = "DSTATE_RECORD_MIN_NS";
+
+/// Where episodes in progress live.
+pub trait EpisodeTable {
+    fn get(&self, pid: u32) -> Option<Episode>;
+    fn put(&self, pid: u32, episode: &Episode);
+    fn remove(&self, pid: u32);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchOutcome {
+    /// Not going into D state: nothing recorded.
+    NotD,
+    Started,
+    /// Started, over an episode of the same thread whose wakeup was never seen.
+    ReplacedStale,
+}
+
+/// A thread switched out. Returns what happened to the table.
+#[inline(always)]
+pub fn on_switch<T: EpisodeTable>(table: &T, prev_state: u64, episode: &Episode) -> SwitchOutcome {
+    if !is_dstate(prev_state) {
+        return SwitchOutcome::NotD;
+    }
+    let stale = table.get(episode.pid).is_some();
+    table.put(episode.pid, episode);
+    if stale {
+        SwitchOutcome::ReplacedStale
+    } else {
+        SwitchOutcome::Started
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeupOutcome {
+    /// The thread was not in a D episode we saw (asleep in S, or the wakeup came first).
+    NoEpisode,
+    Finished {
+        episode: Episode,
+        end_ns: u64,
+    },
+    /// The episode belonged to another task with the same id (its wakeup was missed and the
+    /// id reused): dropped, not reported as one huge episode.
+    Stale,
+}
+
+/// A thread was woken.
+#[inline(always)]
+pub fn on_wakeup<T: EpisodeTable>(
+    table: &T,
+    pid: u32,
+    comm: &[u8; COMM_LEN],
+    now_ns: u64,
+) -> WakeupOutcome {
+    let Some(episode) = table.get(pid) else {
+        return WakeupOutcome::NoEpisode;
+    };
+    table.remove(pid);
+    if !same_comm(&episode.comm, comm) || now_ns < episode.start_ns {
+        return WakeupOutcome::Stale;
+    }
+    WakeupOutcome::Finished {
+        episode,
+        end_ns: now_ns,
+    }
+}
+
+#[inline(always)]
+fn same_comm(a: &[u8; COMM_LEN], b: &[u8; COMM_LEN]) -> bool {
+    let mut i = 0;
+    while i < COMM_LEN {
+        if a[i] != b[i] {
+            return false;
+        }
+        if a[i] == 0 {
+            return true;
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use core::cell::RefCell;
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Table(RefCell<BTreeMap<u32, Episode>>);
+
+    impl EpisodeTable for Table {
+        fn get(&self, pid: u32) -> Option<Episode> {
+            self.0.borrow().get(&pid).copied()
+        }
+        fn put(&self, pid: u32, episode: &Episode) {
+            self.0.borrow_mut().insert(pid, *episode);
+        }
+        fn remove(&self, pid: u32) {
+            self.0.borrow_mut().remove(&pid);
+        }
+    }
+
+    fn comm(name: &str) -> [u8; COMM_LEN] {
+        let mut out = [0u8; COMM_LEN];
+        out[..name.len()].copy_from_slice(name.as_bytes());
+        out
+    }
+
+    fn episode(pid: u32, name: &str, start_ns: u64) -> Episode {
+        Episode {
+            start_ns,
+            tgid: pid,
+            pid,
+            stack_id: 7,
+            _pad: 0,
+            comm: comm(name),
+        }
+    }
+
+    #[test]
+    fn a_switch_into_d_and_its_wakeup_make_one_episode() {
+        let table = Table::default();
+        assert_eq!(
+            on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "dd", 100)),
+            SwitchOutcome::Started
+        );
+        let WakeupOutcome::Finished { episode, end_ns } = on_wakeup(&table, 10, &comm("dd"), 350)
+        else {
+            panic!("expected a finished episode")
+        };
+        assert_eq!((episode.start_ns, end_ns, episode.stack_id), (100, 350, 7));
+        assert_eq!(
+            on_wakeup(&table, 10, &comm("dd"), 400),
+            WakeupOutcome::NoEpisode,
+            "finished once"
+        );
+    }
+
+    #[test]
+    fn killable_waits_count_and_idle_or_sleeping_tasks_do_not() {
+        assert!(is_dstate(TASK_UNINTERRUPTIBLE));
+        assert!(
+            is_dstate(TASK_UNINTERRUPTIBLE | 0x100),
+            "TASK_KILLABLE = UNINTERRUPTIBLE | WAKEKILL"
+        );
+        assert!(
+            !is_dstate(TASK_UNINTERRUPTIBLE | TASK_NOLOAD),
+            "raw TASK_IDLE"
+        );
+        assert!(
+            !is_dstate(TASK_REPORT_IDLE),
+            "TASK_IDLE as sched_switch reports it"
+        );
+        assert!(!is_dstate(0x1), "S");
+        assert!(!is_dstate(0), "R (preempted)");
+        let table = Table::default();
+        assert_eq!(
+            on_switch(
+                &table,
+                TASK_UNINTERRUPTIBLE | TASK_NOLOAD,
+                &episode(3, "kworker/0:1", 1)
+            ),
+            SwitchOutcome::NotD
+        );
+        assert_eq!(
+            on_switch(&table, 0x1, &episode(4, "sleep", 1)),
+            SwitchOutcome::NotD
+        );
+        assert!(table.0.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_missing_wakeup_is_replaced_by_the_next_episode() {
+        let table = Table::default();
+        on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "dd", 100));
+        assert_eq!(
+            on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "dd", 900)),
+            SwitchOutcome::ReplacedStale
+        );
+        let WakeupOutcome::Finished { episode, .. } = on_wakeup(&table, 10, &comm("dd"), 1000)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            episode.start_ns, 900,
+            "the stale start is not reported as a 900 ns episode"
+        );
+    }
+
+    #[test]
+    fn a_reused_pid_does_not_inherit_an_old_episode() {
+        let table = Table::default();
+        on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "old-task", 100));
+        // The old task's wakeup was missed; a new task got pid 10 and is woken from S.
+        assert_eq!(
+            on_wakeup(&table, 10, &comm("new-task"), 5_000_000),
+            WakeupOutcome::Stale
+        );
+        assert!(table.0.borrow().is_empty(), "the stale episode is dropped");
+    }
+
+    #[test]
+    fn a_wakeup_seen_before_its_switch_is_ignored() {
+        let table = Table::default();
+        assert_eq!(
+            on_wakeup(&table, 10, &comm("dd"), 100),
+            WakeupOutcome::NoEpisode
+        );
+        assert_eq!(
+            on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "dd", 120)),
+            SwitchOutcome::Started
+        );
+        // A wakeup timestamped before the episode's start (clock read on another CPU) is not
+        // turned into a negative duration.
+        assert_eq!(
+            on_wakeup(&table, 10, &comm("dd"), 110),
+            WakeupOutcome::Stale
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! D-state episodes: a thread switching out in TASK_UNINTERRUPTIBLE starts one (with its
+//! kernel stack), its wakeup ends it. Episodes in progress stay in a map that user space reads
+//! every interval for live durations; finished ones add to the process's D time and, above a
+//! threshold, are streamed.
+
+use aya_ebpf::{
+    Global,
+    bindings::{BPF_ANY, BPF_F_REUSE_STACKID},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::{HashMap, LruPerCpuHashMap, StackTrace},
+    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
+};
+use iotop_bpf_common::{
+    COMM_LEN, RECORD_DSTATE, RecordHeader,
+    dstate::{
+        DStateRecord, Episode, EpisodeTable, SchedOffsets, SwitchOutcome, WakeupOutcome, on_switch,
+        on_wakeup,
+    },
+    maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
+};
+
+use crate::{
+    block::{EVENTS, bump, submit_flags},
+    fields::Window,
+};
+
+#[unsafe(no_mangle)]
+static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);
+
+#[unsafe(no_mangle)]
+static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
+
+#[map]
+static DSTATE_EPISODES: HashMap<u32, Episode> = HashMap::with_max_entries(16_384, 0);
+
+#[map]
+static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
+
+#[map]
+static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
+
+/// The episode table over the BPF hash map.
+struct Episodes;
+
+impl EpisodeTable for Episodes {
+    #[inline(always)]
+    fn get(&self, pid: u32) -> Option<Episode> {
+        // SAFETY: copied out at once.
+        DSTATE_EPISODES.get_ptr(&pid).map(|e| unsafe { *e })
+    }
+    #[inline(always)]
+    fn put(&self, pid: u32, episode: &Episode) {
+        let _ = DSTATE_EPISODES.insert(&pid, episode, u64::from(BPF_ANY));
+    }
+    #[inline(always)]
+    fn remove(&self, pid: u32) {
+        let _ = DSTATE_EPISODES.remove(&pid);
+    }
+}
+
+/// sched_switch runs in the task that is switching out (`prev` is current).
+#[inline(always)]
+fn switched_out<C: StackIdContext>(ctx: &C, prev_state: u64) {
+    if !iotop_bpf_common::dstate::is_dstate(prev_state) {
+        return; // the common case, decided before any helper call
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let episode = Episode {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        tgid: (pid_tgid >> 32) as u32,
+        pid: pid_tgid as u32,
+        stack_id: ctx
+            .get_stackid(&STACKS, u64::from(BPF_F_REUSE_STACKID))
+            .map_or(-1, |id| id as i32),
+        _pad: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    };
+    if on_switch(&Episodes, prev_state, &episode) == SwitchOutcome::ReplacedStale {
+        bump(COUNTER_DSTATE_STALE);
+    }
+}
+
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+/// unsigned int prev_state)` (5.18+): no trace record is built, the state is an argument.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
+    let prev_state: u64 = ctx.arg(3);
+    switched_out(&ctx, prev_state & 0xffff_ffff);
+    0
+}
+
+/// The classic tracepoint, for kernels whose raw sched_switch has no prev_state argument.
+#[tracepoint]
+pub fn dstate_switch(ctx: TracePointContext) -> u32 {
+    let offsets = SCHED_OFFSETS.load();
+    let Ok(record) = Window::read(&ctx) else {
+        return 0;
+    };
+    let state = if offsets.prev_state_size == 4 {
+        record.u32(offsets.prev_state).map(u64::from)
+    } else {
+        record.u64(offsets.prev_state)
+    };
+    if let Ok(state) = state {
+        switched_out(&ctx, state);
+    }
+    0
+}
+
+#[tracepoint]
+pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
+    let offsets = SCHED_OFFSETS.load();
+    let Ok(record) = Window::read(&ctx) else {
+        return 0;
+    };
+    let Ok(pid) = record.u32(offsets.wakeup_pid) else {
+        return 0;
+    };
+    // Most wakeups are of tasks sleeping in S: one lookup and out.
+    if DSTATE_EPISODES.get_ptr(&pid).is_none() {
+        return 0;
+    }
+    let mut comm = [0u8; COMM_LEN];
+    let (Ok(head), Ok(tail)) = (
+        record.bytes8(offsets.wakeup_comm),
+        record.bytes8(offsets.wakeup_comm + 8),
+    ) else {
+        return 0;
+    };
+    comm[..8].copy_from_slice(&head);
+    comm[8..].copy_from_slice(&tail);
+    let now = unsafe { bpf_ktime_get_ns() };
+    match on_wakeup(&Episodes, pid, &comm, now) {
+        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns),
+        WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
+        WakeupOutcome::NoEpisode => {}
+    }
+    0
+}
+
+#[inline(always)]
+fn finished(episode: &Episode, end_ns: u64) {
+    let duration = end_ns - episode.start_ns;
+    match DSTATE_TIME.get_ptr_mut(&episode.tgid) {
+        // SAFETY: this CPU's slot of a per-CPU value.
+        Some(total) => unsafe { *total += duration },
+        None => {
+            let _ = DSTATE_TIME.insert(&episode.tgid, &duration, u64::from(BPF_ANY));
+        }
+    }
+    if duration < DSTATE_RECORD_MIN_NS.load() {
+        return;
+    }
+    let Some(mut slot) = EVENTS.reserve::<DStateRecord>(0) else {
+        bump(COUNTER_RING_DROPPED);
+        return;
+    };
+    slot.write(DStateRecord {
+        header: RecordHeader {
+            kind: RECORD_DSTATE,
+            size: core::mem::size_of::<DStateRecord>() as u16,
+            _reserved: 0,
+        },
+        end_ns,
+        episode: *episode,
+    });
+    slot.submit(submit_flags());
+}

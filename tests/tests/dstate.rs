@@ -1,0 +1,167 @@
+//! D-state tasks end to end: real scheduler probes, a parent blocked in vfork, an fsync writer
+//! under blkio throttling, and a sleeping process that must never be listed.
+
+use std::{process::Command, thread, time::Duration};
+
+use iotop_bpf_integration::{
+    BlkioThrottle, JsonRun, LoopFs, entries_of, findings_of, num, require_root, workload_in,
+};
+use serde_json::Value;
+
+/// Every `dstate[]` entry of `pid` (as tgid), over all intervals.
+fn in_d(intervals: &[Value], pid: u32) -> Vec<&Value> {
+    intervals
+        .iter()
+        .flat_map(|i| i["dstate"].as_array().unwrap().iter())
+        .filter(|d| d["pid"].as_u64() == Some(u64::from(pid)))
+        .collect()
+}
+
+fn recent(intervals: &[Value], pid: u32) -> Vec<&Value> {
+    intervals
+        .iter()
+        .flat_map(|i| i["dstate_recent"].as_array().unwrap().iter())
+        .filter(|d| d["pid"].as_u64() == Some(u64::from(pid)))
+        .collect()
+}
+
+fn stack_text(entry: &Value) -> String {
+    entry["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_parent_blocked_in_vfork_is_listed_with_its_duration_and_wait() {
+    if !require_root("a_parent_blocked_in_vfork_is_listed_with_its_duration_and_wait") {
+        return;
+    }
+    const SECONDS: u64 = 6;
+    let run = JsonRun::start(&[]);
+    let (pid, _) = workload_in(None, &["dstate", "--seconds", &SECONDS.to_string()]);
+    thread::sleep(Duration::from_millis(300));
+    let intervals = run.stop();
+
+    let listed = in_d(&intervals, pid);
+    assert!(
+        listed.len() >= 5,
+        "listed in D while it waited (every 0.5 s): {listed:?}"
+    );
+    let longest = listed.iter().map(|d| num(d, "blocked_ms")).max().unwrap();
+    assert!(
+        ((SECONDS - 1) * 1000..=SECONDS * 1000).contains(&longest),
+        "blocked for up to {longest} ms while the child slept {SECONDS} s"
+    );
+    assert!(
+        listed.iter().all(|d| stack_text(d).contains("vfork")),
+        "the stack names the vfork wait: {listed:?}"
+    );
+    let finished = recent(&intervals, pid);
+    let episode = finished
+        .first()
+        .expect("the finished episode is among the longest recent");
+    let duration = num(episode, "duration_ms");
+    assert!(
+        duration.abs_diff(SECONDS * 1000) <= 100,
+        "episode of {duration} ms for a {SECONDS} s sleep"
+    );
+    let total: u64 = entries_of(&intervals, pid)
+        .iter()
+        .map(|p| num(p, "dstate_ms"))
+        .sum();
+    assert!(
+        total.abs_diff(SECONDS * 1000) <= 100,
+        "time in D summed over intervals: {total} ms"
+    );
+    let found = findings_of(&intervals, "long_d_state", pid);
+    assert!(!found.is_empty(), "blocked over 5 s raises long_d_state");
+    assert!(
+        found[0]["evidence"]["wait_site"]
+            .as_str()
+            .unwrap()
+            .contains("vfork"),
+        "{}",
+        found[0]
+    );
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_throttled_fsync_writer_accumulates_d_time_in_the_journal_or_io_wait() {
+    if !require_root("a_throttled_fsync_writer_accumulates_d_time_in_the_journal_or_io_wait") {
+        return;
+    }
+    let fs = LoopFs::new("ext4", 256);
+    let throttle = BlkioThrottle::new(&fs.dev, 20);
+    let run = JsonRun::start(&[]);
+    let dir = fs.path("slow");
+    let (pid, _) = workload_in(
+        Some(&throttle.name),
+        &[
+            "small-sync",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--count",
+            "40",
+        ],
+    );
+    thread::sleep(Duration::from_millis(300));
+    let intervals = run.stop();
+    let total: u64 = entries_of(&intervals, pid)
+        .iter()
+        .map(|p| num(p, "dstate_ms"))
+        .sum();
+    assert!(
+        total >= 300,
+        "throttled fsyncs kept it in D for a while: {total} ms"
+    );
+    let stacks: Vec<String> = in_d(&intervals, pid)
+        .into_iter()
+        .chain(recent(&intervals, pid))
+        .map(stack_text)
+        .collect();
+    assert!(
+        !stacks.is_empty(),
+        "seen in D now or among the longest recent episodes"
+    );
+    let waits = [
+        "jbd2",
+        "ext4_sync_file",
+        "io_schedule",
+        "folio_wait",
+        "blk_",
+        "file_write_and_wait",
+        "wait_on_page",
+    ];
+    assert!(
+        stacks.iter().any(|s| waits.iter().any(|w| s.contains(w))),
+        "a stack names the journal or I/O wait: {stacks:#?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_sleeping_process_is_never_listed() {
+    if !require_root("a_sleeping_process_is_never_listed") {
+        return;
+    }
+    let run = JsonRun::start(&[]);
+    let mut sleeper = Command::new("sleep").arg("3").spawn().unwrap();
+    let pid = sleeper.id();
+    sleeper.wait().unwrap();
+    let intervals = run.stop();
+    assert!(
+        in_d(&intervals, pid).is_empty() && recent(&intervals, pid).is_empty(),
+        "sleep (S state) listed in D"
+    );
+    assert!(
+        entries_of(&intervals, pid)
+            .iter()
+            .all(|p| num(p, "dstate_ms") == 0)
+    );
+}

@@ -1,0 +1,143 @@
+//! D-state accounting: threads stuck now, the longest recent episodes, and time in D per
+//! process per interval.
+//!
+//! The kernel sums finished episodes per process; an episode still in progress at a tick is
+//! counted in that interval already, and subtracted again when its full duration arrives with
+//! the kernel sum, so a long episode spreads over the intervals it spans.
+
+use std::collections::HashMap;
+
+use super::{
+    DStateEpisode, DStateNow,
+    snapshot::{DStateEpisodeRow, DStateTask},
+};
+
+/// Finished episodes are remembered this long for "longest recent episodes".
+const RECENT_NS: u64 = 5 * 60 * 1_000_000_000;
+/// Longest recent episodes listed.
+const RECENT_LISTED: usize = 10;
+const MAX_REMEMBERED: usize = 4_096;
+
+#[derive(Debug, Default)]
+pub(super) struct DStateBook {
+    recent: Vec<DStateEpisode>,
+    /// tid -> (episodes, total ns) of finished streamed episodes, since start.
+    per_thread: HashMap<u32, (u64, u64)>,
+    /// tgid -> the kernel's cumulative D time at the previous tick.
+    prev_time: HashMap<u32, u64>,
+    /// (tid, start) of episodes in progress -> (tgid, ns already counted in past intervals).
+    counted: HashMap<(u32, u64), (u32, u64)>,
+}
+
+impl DStateBook {
+    pub(super) fn note_finished(&mut self, episode: &DStateEpisode) {
+        let entry = self.per_thread.entry(episode.pid).or_default();
+        entry.0 += 1;
+        entry.1 += episode.duration_ns();
+        if self.recent.len() >= MAX_REMEMBERED {
+            // Keep the longest: drop the shortest remembered.
+            if let Some((i, _)) = self
+                .recent
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.duration_ns())
+            {
+                self.recent.swap_remove(i);
+            }
+        }
+        self.recent.push(episode.clone());
+    }
+
+    /// Time in D per process in the interval `(last_tick_ns, now_ns]`.
+    pub(super) fn interval_time(
+        &mut self,
+        now_ns: u64,
+        last_tick_ns: u64,
+        kernel_time: &[(u32, u64)],
+        in_d: &[DStateNow],
+    ) -> HashMap<u32, u64> {
+        let mut time: HashMap<u32, u64> = HashMap::new();
+        for &(tgid, total) in kernel_time {
+            let before = self.prev_time.insert(tgid, total).unwrap_or(0);
+            let delta = total.saturating_sub(before);
+            if delta > 0 {
+                *time.entry(tgid).or_default() += delta;
+            }
+        }
+        // Episodes that ended since the last tick: their full duration is in the kernel sum,
+        // the part counted in earlier intervals comes off.
+        let ongoing: Vec<(u32, u64)> = in_d
+            .iter()
+            .filter_map(|d| Some((d.pid, d.start_ns?)))
+            .collect();
+        self.counted.retain(|key, (tgid, counted)| {
+            if ongoing.contains(key) {
+                return true;
+            }
+            if let Some(t) = time.get_mut(tgid) {
+                *t = t.saturating_sub(*counted);
+            }
+            false
+        });
+        for d in in_d {
+            let Some(start) = d.start_ns else { continue };
+            let part = now_ns.saturating_sub(start.max(last_tick_ns));
+            *time.entry(d.tgid).or_default() += part;
+            self.counted.entry((d.pid, start)).or_insert((d.tgid, 0)).1 += part;
+        }
+        time
+    }
+
+    /// Threads in D now, longest first, with their episode history.
+    pub(super) fn tasks(&self, now_ns: u64, in_d: &[DStateNow]) -> Vec<DStateTask> {
+        let mut tasks: Vec<DStateTask> = in_d
+            .iter()
+            .map(|d| {
+                let (episodes, total_ns) = self.per_thread.get(&d.pid).copied().unwrap_or_default();
+                DStateTask {
+                    pid: d.pid,
+                    tgid: d.tgid,
+                    comm: d.comm.clone(),
+                    blocked_ns: d.start_ns.map(|start| now_ns.saturating_sub(start)),
+                    stack: d.stack.clone(),
+                    episodes,
+                    total_ns,
+                }
+            })
+            .collect();
+        tasks.sort_by(|a, b| {
+            let key = |t: &DStateTask| t.blocked_ns.unwrap_or(u64::MAX);
+            key(b).cmp(&key(a)).then(a.pid.cmp(&b.pid))
+        });
+        tasks
+    }
+
+    /// The longest episodes that ended in the last few minutes.
+    pub(super) fn longest_recent(&mut self, now_ns: u64) -> Vec<DStateEpisodeRow> {
+        let horizon = now_ns.saturating_sub(RECENT_NS);
+        self.recent.retain(|e| e.end_ns >= horizon);
+        let mut rows: Vec<DStateEpisodeRow> = self
+            .recent
+            .iter()
+            .map(|e| DStateEpisodeRow {
+                pid: e.pid,
+                tgid: e.tgid,
+                comm: e.comm.to_string(),
+                duration_ns: e.duration_ns(),
+                ended_ns: e.end_ns,
+                stack: e.stack.clone(),
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.duration_ns
+                .cmp(&a.duration_ns)
+                .then(b.ended_ns.cmp(&a.ended_ns))
+        });
+        rows.truncate(RECENT_LISTED);
+        rows
+    }
+
+    pub(super) fn forget(&mut self, alive: impl Fn(u32) -> bool) {
+        self.prev_time.retain(|tgid, _| alive(*tgid));
+    }
+}
