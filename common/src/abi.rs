@@ -7,6 +7,7 @@ pub const ABI_VERSION: u32 = 1;
 pub const RECORD_BLOCK_IO: u16 = 1;
 pub const RECORD_SYNC_CALL: u16 = 2;
 pub const RECORD_DSTATE: u16 = 3;
+pub const RECORD_DIO: u16 = 4;
 
 /// The first 8 bytes of every ring-buffer record.
 ///

@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod block;
+pub mod dio;
 pub mod dstate;
 pub mod hist;
 pub mod maps;

@@ -8,6 +8,7 @@
 #![no_main]
 
 mod block;
+mod dio;
 mod fields;
 mod inflight;
 mod sched;

@@ -55,6 +55,42 @@ pub enum Workload {
     SmallSync(SmallSync),
     /// A process stuck in D state (uninterruptible sleep) for a known time, via vfork.
     Dstate(DState),
+    /// O_DIRECT appends from an unaligned offset: the kernel zeroes each block's tail.
+    DioTail(DioTail),
+    /// I/O that should raise no finding (aligned direct, big sequential, database-like).
+    Healthy(Healthy),
+}
+
+#[derive(Debug, Args)]
+pub struct DioTail {
+    /// Directory for the data file (XFS or ext4 to see the zeroing).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Offset of the first write (a multiple of 512).
+    #[arg(long, default_value_t = 3584)]
+    pub offset: u64,
+    /// Bytes per write (a multiple of 512).
+    #[arg(long, default_value_t = 2 << 20)]
+    pub size: usize,
+    /// Writes, each starting where the previous one ended.
+    #[arg(long, default_value_t = 20)]
+    pub count: u64,
+    /// Write the whole file first, so no write extends EOF.
+    #[arg(long)]
+    pub prealloc: bool,
+    /// Keep the data file afterwards.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Healthy {
+    /// Directory for the files.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Multiplies the amount of I/O.
+    #[arg(long, default_value_t = 1)]
+    pub scale: u64,
 }
 
 #[derive(Debug, Args)]

@@ -2,12 +2,15 @@
 //! counts and skips; it never stops the pipeline.
 
 use iotop_bpf_common::{
-    RECORD_BLOCK_IO, RECORD_DSTATE, RECORD_SYNC_CALL, RecordHeader, block::BlockIoRecord,
-    dstate::DStateRecord, sync::SyncCallRecord,
+    RECORD_BLOCK_IO, RECORD_DIO, RECORD_DSTATE, RECORD_SYNC_CALL, RecordHeader,
+    block::BlockIoRecord,
+    dio::{DioRecord, KI_WRITE},
+    dstate::DStateRecord,
+    sync::SyncCallRecord,
 };
 use thiserror::Error;
 
-use crate::model::{BlockIo, Comm, DStateEpisode, Dev, FileRef, Op, SyncCall, SyncKind};
+use crate::model::{BlockIo, Comm, DStateEpisode, Dev, DioCall, FileRef, Op, SyncCall, SyncKind};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
@@ -31,6 +34,7 @@ pub enum Record {
     Block(BlockIo),
     Sync(SyncCall),
     DState(DStateEpisode),
+    Dio(DioCall),
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
@@ -59,6 +63,26 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
                 end_ns: raw.end_ns,
                 stack_id: e.stack_id,
                 stack: Vec::new(),
+            }))
+        }
+        RECORD_DIO => {
+            let raw: DioRecord = read_exact(&header, bytes)?;
+            let dev = Dev::from_kernel(raw.dev);
+            Ok(Record::Dio(DioCall {
+                tgid: raw.tgid,
+                pid: raw.pid,
+                comm: Comm::from_bytes(raw.comm),
+                ts_ns: raw.ts_ns,
+                fs_dev: dev,
+                disk: dev,
+                ino: raw.ino,
+                isize: u64::try_from(raw.isize).unwrap_or(0),
+                pos: u64::try_from(raw.pos).unwrap_or(0),
+                count: raw.count,
+                write: raw.ki_flags & KI_WRITE != 0,
+                fs_block_size: 0,
+                logical_block_size: 0,
+                physical_block_size: 0,
             }))
         }
         kind => Err(DecodeError::UnknownKind(kind)),

@@ -72,6 +72,7 @@ pub fn drain_all(feed: &mut LiveFeed, model: &mut Aggregator) {
         Ok(crate::decode::Record::Block(io)) => model.ingest(&io),
         Ok(crate::decode::Record::Sync(call)) => model.ingest_sync(&call),
         Ok(crate::decode::Record::DState(episode)) => model.ingest_dstate(&episode),
+        Ok(crate::decode::Record::Dio(call)) => model.ingest_dio(&call),
         Err(_) => model.note_bad_record(),
     };
     while feed.drain(MAX_BATCH, &mut sink) == MAX_BATCH {}

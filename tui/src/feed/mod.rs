@@ -2,6 +2,7 @@
 //! device names sampled at the end of each interval.
 
 mod kallsyms;
+mod mounts;
 mod procfs;
 mod sysfs;
 
@@ -51,6 +52,7 @@ pub struct LiveFeed {
     /// (tgid, comm, stack from /proc), until they leave D.
     in_d_at_start: std::collections::HashMap<u32, (u32, String, Vec<String>)>,
     procs: procfs::ProcCache,
+    block_sizes: mounts::BlockSizes,
     started_ns: u64,
     report: ProbeReport,
     // Last, so the maps above are closed before the programs are detached.
@@ -109,6 +111,7 @@ impl LiveFeed {
             kallsyms,
             in_d_at_start,
             procs: procfs::ProcCache::default(),
+            block_sizes: mounts::BlockSizes::default(),
             started_ns: monotonic_ns(),
             report,
             _probes: probes,
@@ -149,6 +152,7 @@ impl LiveFeed {
             if let Ok(record) = &mut record {
                 annotate(
                     &mut self.procs,
+                    &mut self.block_sizes,
                     &self.stacks,
                     &self.kallsyms,
                     record,
@@ -277,6 +281,7 @@ fn stack_frames(
 /// fd, a D episode's symbolized stack.
 fn annotate(
     procs: &mut procfs::ProcCache,
+    block_sizes: &mut mounts::BlockSizes,
     stacks: &StackTraceMap<MapData>,
     kallsyms: &Kallsyms,
     record: &mut Record,
@@ -284,6 +289,11 @@ fn annotate(
 ) {
     match record {
         Record::DState(episode) => episode.stack = stack_frames(stacks, kallsyms, episode.stack_id),
+        Record::Dio(call) => {
+            call.fs_block_size = block_sizes.fs_block_size(call.fs_dev);
+            (call.disk, call.logical_block_size, call.physical_block_size) =
+                block_sizes.disk(call.fs_dev);
+        }
         Record::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
         Record::Sync(call) => {
             if let Some(fd) = call.fd {

@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Comm, DStateEpisode, Dev, DiskStat, DiskTotals, KernelCounters, KernelSample, Op,
-    SyncCall,
+    BlockIo, Comm, DStateEpisode, Dev, DioCall, DiskStat, DiskTotals, KernelCounters, KernelSample,
+    Op, SyncCall,
     blame::{Blame, Charge},
     dstate::DStateBook,
     findings::{self, FindingBook},
     hist::{LatencyHist, Log2Hist},
+    patterns::PatternStats,
     snapshot::{
         DiskFigures, DiskRow, EventStats, Latency, ProcDeviceRow, ProcFigures, ProcRow, Snapshot,
         SyncCallRow,
@@ -106,6 +107,7 @@ struct ProcPeriod {
     sync: SyncStats,
     logical_bytes: u64,
     dstate_ns: u64,
+    patterns: PatternStats,
 }
 
 impl ProcPeriod {
@@ -123,6 +125,7 @@ impl ProcPeriod {
         self.sync.merge(&other.sync);
         self.logical_bytes += other.logical_bytes;
         self.dstate_ns += other.dstate_ns;
+        self.patterns.merge(&other.patterns);
     }
     fn clear(&mut self) {
         self.counts = OpCounts::default();
@@ -131,6 +134,7 @@ impl ProcPeriod {
         self.sync = SyncStats::default();
         self.logical_bytes = 0;
         self.dstate_ns = 0;
+        self.patterns = PatternStats::default();
     }
     fn figures(&self) -> ProcFigures {
         let c = &self.counts;
@@ -149,6 +153,11 @@ impl ProcPeriod {
             logical_write_bytes: self.logical_bytes,
             sync: self.sync.figures(),
             dstate_ns: self.dstate_ns,
+            write_sizes: self.patterns.write_sizes(),
+            read_sizes: self.patterns.read_sizes(),
+            sequential: self.patterns.sequential(),
+            block_finishing_writes: self.patterns.block_finishing_writes(),
+            dio: self.patterns.dio_figures(),
         }
     }
 }
@@ -161,6 +170,8 @@ struct ProcState {
     total: ProcPeriod,
     /// Newest last.
     recent_syncs: VecDeque<SyncCall>,
+    /// Where its previous request to each disk ended (sector), for sequentiality.
+    next_sector: HashMap<Dev, u64>,
 }
 
 impl ProcState {
@@ -171,6 +182,7 @@ impl ProcState {
             interval: ProcPeriod::default(),
             total: ProcPeriod::default(),
             recent_syncs: VecDeque::new(),
+            next_sector: HashMap::new(),
         }
     }
 
@@ -247,6 +259,9 @@ impl Aggregator {
             .or_insert_with(|| ProcState::new(io.comm, io.completed_ns));
         proc.seen(io.comm, io.completed_ns);
         proc.interval.add(io);
+        let end = io.sector + u64::from(io.bytes / 512);
+        let sequential = proc.next_sector.insert(io.dev, end) == Some(io.sector);
+        proc.interval.patterns.add_request(io, sequential);
         if io.in_sync() && io.op == Op::Write {
             proc.interval.sync.add_in_sync_write(u64::from(io.bytes));
         }
@@ -267,6 +282,17 @@ impl Aggregator {
         }
         proc.recent_syncs.push_back(call.clone());
         self.blame.note_sync(call);
+    }
+
+    /// A direct I/O call that is not 4 KiB-aligned.
+    pub fn ingest_dio(&mut self, call: &DioCall) {
+        self.received += 1;
+        let proc = self
+            .procs
+            .entry(call.tgid)
+            .or_insert_with(|| ProcState::new(call.comm, call.ts_ns));
+        proc.seen(call.comm, call.ts_ns);
+        proc.interval.patterns.add_dio(call);
     }
 
     /// A finished D-state episode (over the probes' streaming threshold).

@@ -256,6 +256,29 @@ impl DStateEpisode {
     }
 }
 
+/// A direct I/O call that is not 4 KiB-aligned (from `iomap_dio_rw_begin`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DioCall {
+    pub tgid: u32,
+    pub pid: u32,
+    pub comm: Comm,
+    pub ts_ns: u64,
+    /// The filesystem's device (a partition, perhaps) and the whole disk below it.
+    pub fs_dev: Dev,
+    pub disk: Dev,
+    pub ino: u64,
+    pub isize: u64,
+    pub pos: u64,
+    pub count: u64,
+    /// The call is known to be a write (`IOCB_WRITE`, set for asynchronous calls only;
+    /// synchronous writes show `false` too).
+    pub write: bool,
+    /// Set by the feed from statvfs and sysfs; 0 when unknown.
+    pub fs_block_size: u32,
+    pub logical_block_size: u32,
+    pub physical_block_size: u32,
+}
+
 /// A thread in D state now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DStateNow {

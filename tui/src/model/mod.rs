@@ -10,6 +10,7 @@ mod dstate;
 pub mod findings;
 pub mod hist;
 mod input;
+mod patterns;
 mod snapshot;
 mod sync;
 
@@ -17,12 +18,12 @@ pub use aggregator::{Aggregator, Settings};
 pub use blame::GRACE_NS;
 pub use hist::{LatencyHist, Log2Hist};
 pub use input::{
-    BlockIo, Comm, DStateEpisode, DStateNow, Dev, DiskStat, DiskTotals, FileRef, KernelCounters,
-    KernelSample, Op, SyncCall, SyncKind,
+    BlockIo, Comm, DStateEpisode, DStateNow, Dev, DioCall, DiskStat, DiskTotals, FileRef,
+    KernelCounters, KernelSample, Op, SyncCall, SyncKind,
 };
 pub use snapshot::{
-    DStateEpisodeRow, DStateTask, DiskFigures, DiskRow, EventStats, Latency, Party, ProcDeviceRow,
-    ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures, wait_site,
+    DStateEpisodeRow, DStateTask, DioFigures, DiskFigures, DiskRow, EventStats, Latency, Party,
+    ProcDeviceRow, ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures, wait_site,
 };
 
 #[cfg(test)]

@@ -110,6 +110,40 @@ pub struct ProcFigures {
     pub sync: SyncFigures,
     /// Time its threads spent in D state (uninterruptible sleep), summed over threads.
     pub dstate_ns: u64,
+    /// Request sizes, byte-exact: (bytes, count), ascending.
+    pub write_sizes: Vec<(u32, u64)>,
+    pub read_sizes: Vec<(u32, u64)>,
+    /// Requests that began where its previous request to the same disk ended.
+    pub sequential: u64,
+    /// Write requests that start inside a 4 KiB block and end on a block boundary: what
+    /// sub-block zeroing looks like on disk, whether or not the block layer merged the zero
+    /// write into its data write.
+    pub block_finishing_writes: u64,
+    /// Its direct I/O calls that are not 4 KiB-aligned.
+    pub dio: DioFigures,
+}
+
+/// Direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DioFigures {
+    pub calls: u64,
+    pub writes: u64,
+    /// Bytes those writes asked for.
+    pub data_bytes: u64,
+    /// Writes whose tail (head) the kernel must zero, and the bytes it zeroes.
+    pub tail_writes: u64,
+    pub tail_bytes: u64,
+    pub head_writes: u64,
+    pub head_bytes: u64,
+    /// Predicted tail pads: (bytes, writes), ascending.
+    pub pads: Vec<(u64, u64)>,
+    /// Calls not aligned to the device's physical block size.
+    pub unaligned_physical: u64,
+    pub physical_block_size: u32,
+    pub fs_block_size: u32,
+    pub disk: Option<Dev>,
+    /// (pos, count, tail pad) of the first zeroing write.
+    pub example: Option<(u64, u64, u64)>,
 }
 
 /// Another process in a charge: who wrote for whom, and how much.

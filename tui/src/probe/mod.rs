@@ -1,5 +1,6 @@
 //! Loading and attaching the eBPF probes, with field offsets taken from tracefs.
 
+mod dio;
 pub mod privilege;
 mod sched;
 mod syscalls;
@@ -13,6 +14,7 @@ use aya::{
 };
 use iotop_bpf_common::{
     block::{ORIGIN_INSERT, ORIGIN_START},
+    dio::{DioOffsets, GLOBAL_DIO_OFFSETS},
     dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
@@ -159,6 +161,16 @@ impl Probes {
                 .map(|&(program, name)| (program, "syscalls", name)),
         );
 
+        let dio_offsets = match dio::plan(&env.tracefs)? {
+            Ok(offsets) => {
+                plan.push(("dio_begin", "iomap", "iomap_dio_rw_begin"));
+                offsets
+            }
+            Err(why) => {
+                report.degraded.push(why);
+                DioOffsets::ABSENT
+            }
+        };
         let sched = sched::plan(&env.tracefs, env.kernel)?;
         report.degraded.extend(sched.degraded.iter().cloned());
         plan.extend(
@@ -173,6 +185,7 @@ impl Probes {
             loader.override_global(global, fields, true);
         }
         loader.override_global(GLOBAL_SCHED_OFFSETS, &sched.offsets, true);
+        loader.override_global(GLOBAL_DIO_OFFSETS, &dio_offsets, true);
         loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);

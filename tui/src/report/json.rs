@@ -254,6 +254,30 @@ pub struct Process<'a> {
     pub devices: Vec<ProcessDevice<'a>>,
     /// Since iotop-bpf started (or first saw the process).
     pub totals: ProcessTotals,
+    /// Request sizes in this interval, byte-exact (512-byte requests are not folded into a
+    /// 0-1 KiB bucket).
+    pub write_sizes: Vec<SizeCount>,
+    pub read_sizes: Vec<SizeCount>,
+    /// Its direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
+    pub direct_io: DirectIo,
+}
+
+#[derive(Serialize)]
+pub struct DirectIo {
+    pub unaligned_calls: u64,
+    pub writes: u64,
+    pub zeroing_writes: u64,
+    pub zeroed_tail_bytes: u64,
+    pub zeroed_head_bytes: u64,
+    pub tail_pads: Vec<SizeCount>,
+    pub fs_block_size: u32,
+    pub physical_block_size: u32,
+}
+
+#[derive(Serialize)]
+pub struct SizeCount {
+    pub bytes: u32,
+    pub count: u64,
 }
 
 #[derive(Serialize)]
@@ -309,6 +333,34 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                     read_bytes: d.read_bytes,
                     write_bytes: d.write_bytes,
                 })
+                .collect(),
+            direct_io: DirectIo {
+                unaligned_calls: f.dio.calls,
+                writes: f.dio.writes,
+                zeroing_writes: f.dio.tail_writes,
+                zeroed_tail_bytes: f.dio.tail_bytes,
+                zeroed_head_bytes: f.dio.head_bytes,
+                tail_pads: f
+                    .dio
+                    .pads
+                    .iter()
+                    .map(|&(pad, count)| SizeCount {
+                        bytes: u32::try_from(pad).unwrap_or(u32::MAX),
+                        count,
+                    })
+                    .collect(),
+                fs_block_size: f.dio.fs_block_size,
+                physical_block_size: f.dio.physical_block_size,
+            },
+            write_sizes: f
+                .write_sizes
+                .iter()
+                .map(|&(bytes, count)| SizeCount { bytes, count })
+                .collect(),
+            read_sizes: f
+                .read_sizes
+                .iter()
+                .map(|&(bytes, count)| SizeCount { bytes, count })
                 .collect(),
             totals: ProcessTotals {
                 reads: p.total.reads,

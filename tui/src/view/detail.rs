@@ -15,6 +15,21 @@ use crate::{
     units,
 };
 
+/// The most frequent request sizes, byte-exact (a 512-byte write is not a "0-1K" bucket).
+fn size_mix(sizes: &[(u32, u64)]) -> String {
+    let mut by_count = sizes.to_vec();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut parts: Vec<String> = by_count
+        .iter()
+        .take(6)
+        .map(|(bytes, n)| format!("{n}x {bytes} B"))
+        .collect();
+    if by_count.len() > 6 {
+        parts.push(format!("+{} more sizes", by_count.len() - 6));
+    }
+    parts.join(", ")
+}
+
 fn parties(list: &[Party]) -> String {
     list.iter()
         .map(|p| {
@@ -121,6 +136,14 @@ fn summary_lines<'a>(
             )),
         ]),
     ];
+    for (label, sizes) in [("W SIZES", &f.write_sizes), ("R SIZES", &f.read_sizes)] {
+        if !sizes.is_empty() {
+            lines.push(Line::from(vec![
+                Span::styled(format!("{label} "), theme.key),
+                Span::raw(size_mix(sizes)),
+            ]));
+        }
+    }
     if !s.charged_from.is_empty() {
         lines.push(Line::from(vec![
             Span::styled("      written for it by ", theme.dim),

@@ -1,8 +1,10 @@
 //! Built-in workloads: reproducers of the classic pathologies (and of healthy I/O) for demos,
 //! workshops and the end-to-end tests. They need no privileges, only a file system.
 
+mod dio_tail;
 mod direct_io;
 mod dstate;
+mod healthy;
 mod small_sync;
 
 use std::time::Duration;
@@ -16,6 +18,8 @@ pub fn run(workload: &Workload) -> Result<()> {
         Workload::DirectIo(args) => direct_io::run(args),
         Workload::SmallSync(args) => small_sync::run(args),
         Workload::Dstate(args) => dstate::run(args),
+        Workload::DioTail(args) => dio_tail::run(args),
+        Workload::Healthy(args) => healthy::run(args),
     }
 }
 

@@ -4,7 +4,12 @@
 //! constants next to them. [`FindingBook`] keeps a finding on screen while its pattern lasts
 //! and lets it fade for a while after.
 
+mod disk_patterns;
+mod latency_shape;
 mod long_d_state;
+mod sub_block_tail_write;
+mod sync_storm;
+mod unaligned_direct_io;
 mod write_amplification;
 
 use std::collections::BTreeMap;
@@ -13,7 +18,14 @@ use super::{Dev, Snapshot};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FindingKind {
+    SubBlockTailWrite,
     WriteAmplification,
+    UnalignedDirectIo,
+    SyncStorm,
+    QueueDominated,
+    BimodalLatency,
+    SmallRandomIo,
+    FlushHeavy,
     LongDState,
 }
 
@@ -21,7 +33,14 @@ impl FindingKind {
     /// The name in JSON and on screen (a public contract).
     pub fn name(self) -> &'static str {
         match self {
+            Self::SubBlockTailWrite => "sub_block_tail_write",
             Self::WriteAmplification => "write_amplification",
+            Self::UnalignedDirectIo => "unaligned_direct_io",
+            Self::SyncStorm => "sync_storm",
+            Self::QueueDominated => "queue_dominated",
+            Self::BimodalLatency => "bimodal_latency",
+            Self::SmallRandomIo => "small_random_io",
+            Self::FlushHeavy => "flush_heavy",
             Self::LongDState => "long_d_state",
         }
     }
@@ -75,7 +94,12 @@ pub struct Finding {
 /// Runs every detector on one interval.
 pub fn detect(snap: &Snapshot) -> Vec<Finding> {
     let mut found = Vec::new();
+    found.extend(sub_block_tail_write::detect(snap));
     found.extend(write_amplification::detect(snap));
+    found.extend(unaligned_direct_io::detect(snap));
+    found.extend(sync_storm::detect(snap));
+    found.extend(disk_patterns::detect(snap));
+    found.extend(latency_shape::detect(snap));
     found.extend(long_d_state::detect(snap));
     found
 }

@@ -203,3 +203,404 @@ fn occasional_small_syncs_are_not_a_pattern() {
         "3 syncs in a second is below the cadence threshold"
     );
 }
+
+/// A richer builder for the remaining detectors: requests with chosen latency and sector.
+struct Requests {
+    model: Aggregator,
+    disk_totals: std::collections::BTreeMap<Dev, crate::model::DiskTotals>,
+}
+
+impl Requests {
+    fn new() -> Self {
+        Self {
+            model: Aggregator::new(Settings::default(), 0),
+            disk_totals: std::collections::BTreeMap::new(),
+        }
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "a terse test builder")]
+    fn request(
+        &mut self,
+        tgid: u32,
+        comm: &str,
+        op: Op,
+        sector: u64,
+        bytes: u32,
+        at_ns: u64,
+        queue_ns: u64,
+        device_ns: u64,
+    ) {
+        let io = BlockIo {
+            dev: DISK,
+            sector,
+            bytes,
+            op,
+            flags: 0,
+            tgid,
+            pid: tgid,
+            comm: Comm::new(comm),
+            created_ns: at_ns,
+            issued_ns: at_ns + queue_ns,
+            completed_ns: at_ns + queue_ns + device_ns,
+            error: 0,
+            kernel_thread: false,
+        };
+        self.model.ingest(&io);
+        let t = self
+            .disk_totals
+            .entry(DISK)
+            .or_insert_with(|| crate::model::DiskTotals {
+                dev: DISK,
+                ..Default::default()
+            });
+        let i = match op {
+            Op::Read => 0,
+            Op::Write => 1,
+            Op::Flush => 2,
+            Op::Discard => 3,
+            Op::Other => 4,
+        };
+        t.requests[i] += 1;
+        t.bytes[i] += u64::from(bytes);
+        t.latency_ns[i] += io.latency_ns();
+        t.total_hist[iotop_bpf_common::hist::log2_slot(io.latency_ns()) as usize] += 1;
+        t.queue_hist[iotop_bpf_common::hist::log2_slot(io.queue_ns()) as usize] += 1;
+        t.device_hist[iotop_bpf_common::hist::log2_slot(io.device_ns()) as usize] += 1;
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "a terse test builder")]
+    fn dio(
+        &mut self,
+        tgid: u32,
+        pos: u64,
+        count: u64,
+        isize: u64,
+        write: bool,
+        at_ns: u64,
+        physical: u32,
+    ) {
+        self.model.ingest_dio(&crate::model::DioCall {
+            tgid,
+            pid: tgid,
+            comm: Comm::new("writer"),
+            ts_ns: at_ns,
+            fs_dev: DISK,
+            disk: DISK,
+            ino: 12,
+            isize,
+            pos,
+            count,
+            write,
+            fs_block_size: 4096,
+            logical_block_size: 512,
+            physical_block_size: physical,
+        });
+    }
+
+    fn sync(&mut self, tgid: u32, start_ns: u64, end_ns: u64) {
+        self.model.ingest_sync(&SyncCall {
+            tgid,
+            pid: tgid,
+            comm: Comm::new("db"),
+            kind: SyncKind::Fdatasync,
+            fd: Some(5),
+            start_ns,
+            end_ns,
+            ret: 0,
+            window_bytes: 8192 * 64,
+            window_writes: 64,
+            file: FileRef::Path("/db/wal".into()),
+            dev: Some(DISK),
+        });
+    }
+
+    fn kinds(mut self) -> Vec<(FindingKind, Option<u32>)> {
+        self.model.settle_all(u64::MAX / 2);
+        let snap = self.model.tick(&KernelSample {
+            now_ns: 1_000 * MS,
+            disks: self.disk_totals.into_values().collect(),
+            names: vec![(DISK, "loop0".into())],
+            ..KernelSample::default()
+        });
+        snap.findings
+            .iter()
+            .filter(|f| f.active)
+            .map(|f| (f.kind, f.tgid))
+            .collect()
+    }
+}
+
+/// 2 MiB O_DIRECT appends starting at 3584: each predicts a 512-byte tail; `confirm` of them
+/// show up as 512-byte write requests.
+fn dio_tail(confirm: u64) -> Requests {
+    let mut r = Requests::new();
+    let size = 2u64 << 20;
+    for i in 0..20u64 {
+        let pos = 3584 + i * size;
+        r.dio(7, pos, size, pos, true, i * 40 * MS, 512);
+        // The data request ends inside a block (3584 bytes into it) ...
+        r.request(
+            7,
+            "writer",
+            Op::Write,
+            pos / 512,
+            2 << 20,
+            i * 40 * MS,
+            10 * US,
+            2 * MS,
+        );
+        // ... and the zero write finishes that block.
+        if i < confirm {
+            r.request(
+                7,
+                "writer",
+                Op::Write,
+                (pos + size) / 512,
+                512,
+                i * 40 * MS + MS,
+                5 * US,
+                100 * US,
+            );
+        }
+    }
+    r
+}
+
+#[test]
+fn sub_block_tail_writes_are_named_with_their_pad() {
+    let mut r = dio_tail(19);
+    // xfsaild's own 512-byte metadata writes do not confirm anything for the writer.
+    r.request(99, "xfsaild/loop0", Op::Write, 8, 512, 0, 0, 50 * US);
+    let found = r.kinds();
+    assert!(
+        found.contains(&(FindingKind::SubBlockTailWrite, Some(7))),
+        "{found:?}"
+    );
+    assert!(!found.iter().any(|(_, tgid)| *tgid == Some(99)));
+}
+
+#[test]
+fn a_zero_write_merged_into_its_data_write_still_confirms() {
+    let mut r = Requests::new();
+    let size = 1u64 << 20;
+    for i in 0..20u64 {
+        let pos = 1024 + i * size;
+        r.dio(7, pos, size, pos, true, i * 40 * MS, 512);
+        // One request: the data (from 1024 into a block) plus the 3072-byte zero tail.
+        r.request(
+            7,
+            "writer",
+            Op::Write,
+            pos / 512,
+            1_051_648,
+            i * 40 * MS,
+            10 * US,
+            2 * MS,
+        );
+    }
+    let found = r.kinds();
+    assert!(
+        found.contains(&(FindingKind::SubBlockTailWrite, Some(7))),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn predicted_zeroing_without_small_requests_is_not_claimed() {
+    let found = dio_tail(0).kinds();
+    assert!(
+        !found
+            .iter()
+            .any(|(k, _)| *k == FindingKind::SubBlockTailWrite),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn unaligned_direct_io_on_a_4k_physical_disk() {
+    let mut r = Requests::new();
+    for i in 0..50u64 {
+        r.dio(8, 512 * (i * 7 + 1), 512, 1 << 30, i % 2 == 0, i * MS, 4096);
+    }
+    assert!(
+        r.kinds()
+            .contains(&(FindingKind::UnalignedDirectIo, Some(8)))
+    );
+}
+
+#[test]
+fn a_process_waiting_in_syncs_most_of_the_time_is_a_sync_storm() {
+    let mut r = Requests::new();
+    for i in 0..100u64 {
+        r.sync(9, i * 10 * MS, i * 10 * MS + 8 * MS);
+    }
+    assert!(r.kinds().contains(&(FindingKind::SyncStorm, Some(9))));
+}
+
+#[test]
+fn queue_time_far_above_device_time_is_queue_dominated() {
+    let mut r = Requests::new();
+    for i in 0..200u64 {
+        r.request(
+            10,
+            "tar",
+            Op::Read,
+            i * 1000,
+            65_536,
+            i * 4 * MS,
+            8 * MS,
+            200 * US,
+        );
+    }
+    assert!(r.kinds().contains(&(FindingKind::QueueDominated, None)));
+}
+
+#[test]
+fn a_flush_every_other_write_is_flush_heavy() {
+    let mut r = Requests::new();
+    for i in 0..200u64 {
+        r.request(
+            11,
+            "sqlite",
+            Op::Write,
+            i * 8,
+            4096,
+            i * 4 * MS,
+            0,
+            100 * US,
+        );
+        if i % 2 == 0 {
+            r.request(12, "jbd2/loop0-8", Op::Flush, 0, 0, i * 4 * MS, 0, 500 * US);
+        }
+    }
+    assert!(r.kinds().contains(&(FindingKind::FlushHeavy, None)));
+}
+
+#[test]
+fn two_latency_populations_are_bimodal() {
+    let mut r = Requests::new();
+    for i in 0..400u64 {
+        // Cache-hit-like 20 us and miss-like 5 ms reads.
+        let device = if i % 3 == 0 { 5 * MS } else { 20 * US };
+        r.request(
+            13,
+            "app",
+            Op::Read,
+            (i * 7919) % 100_000 * 8,
+            8192,
+            i * 2 * MS,
+            0,
+            device,
+        );
+    }
+    let found = r.kinds();
+    assert!(
+        found.contains(&(FindingKind::BimodalLatency, Some(13))),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&(FindingKind::BimodalLatency, None)),
+        "the disk too: {found:?}"
+    );
+}
+
+#[test]
+fn sub_page_random_requests_are_small_random_io() {
+    let mut r = Requests::new();
+    for i in 0..500u64 {
+        r.request(
+            14,
+            "scanner",
+            Op::Read,
+            (i * 104_729) % 1_000_000,
+            512,
+            i * MS,
+            0,
+            80 * US,
+        );
+    }
+    assert!(r.kinds().contains(&(FindingKind::SmallRandomIo, Some(14))));
+}
+
+#[test]
+fn two_modes_needs_separation_mass_and_a_valley() {
+    use super::latency_shape::two_modes;
+    let hist = |pairs: &[(usize, u64)]| {
+        let mut h = crate::model::Log2Hist::default();
+        for &(slot, n) in pairs {
+            h.slots[slot] = n;
+        }
+        h
+    };
+    assert!(two_modes(&hist(&[(5, 300), (12, 200)])).is_some());
+    assert!(
+        two_modes(&hist(&[(5, 300), (6, 200)])).is_none(),
+        "adjacent slots are one wide mode"
+    );
+    assert!(
+        two_modes(&hist(&[(5, 300), (9, 10)])).is_none(),
+        "a thin tail is not a mode"
+    );
+    assert!(
+        two_modes(&hist(&[(5, 300), (6, 250), (7, 250), (8, 250), (9, 300)])).is_none(),
+        "no valley"
+    );
+    assert!(
+        two_modes(&hist(&[(5, 50), (12, 50)])).is_none(),
+        "too few samples"
+    );
+}
+
+/// Healthy streams: no detector may fire.
+#[test]
+fn healthy_streams_raise_nothing() {
+    let mut r = Requests::new();
+    // Aligned 4 KiB O_DIRECT writes into a preallocated file (aligned calls are not even
+    // streamed by the probes; the requests alone must not trip anything).
+    for i in 0..500u64 {
+        r.request(
+            20,
+            "aligned-dio",
+            Op::Write,
+            i * 8,
+            4096,
+            i * 2 * MS,
+            2 * US,
+            60 * US,
+        );
+    }
+    // Big sequential buffered writes, written back by a kworker, one fsync at the end.
+    for i in 0..200u64 {
+        r.request(
+            21,
+            "kworker/u8:1",
+            Op::Write,
+            1_000_000 + i * 2048,
+            1 << 20,
+            i * 5 * MS,
+            5 * US,
+            900 * US,
+        );
+    }
+    // A database: 8 KiB random reads and writes, fdatasync every 64 writes.
+    for i in 0..1000u64 {
+        let sector = (i * 7919) % 500_000 * 16;
+        let op = if i % 3 == 0 { Op::Write } else { Op::Read };
+        r.request(
+            22,
+            "postgres",
+            op,
+            sector,
+            8192,
+            i * MS,
+            3 * US,
+            90 * US + (i % 40) * US,
+        );
+        if i % 64 == 63 {
+            r.sync(22, i * MS, i * MS + 400 * US);
+            r.request(23, "jbd2/loop0-8", Op::Flush, 0, 0, i * MS, 0, 300 * US);
+        }
+    }
+    let found = r.kinds();
+    assert!(found.is_empty(), "healthy streams raised {found:?}");
+}

@@ -1,0 +1,149 @@
+//! Direct I/O calls (`iomap:iomap_dio_rw_begin`): enough to predict the kernel's sub-block
+//! zeroing and to spot unaligned direct I/O.
+
+use crate::abi::{COMM_LEN, RecordHeader};
+
+/// `IOCB_DIRECT` and `IOCB_WRITE` in the tracepoint's `ki_flags`.
+pub const KI_DIRECT: u32 = 1 << 17;
+pub const KI_WRITE: u32 = 1 << 18;
+/// Calls whose offset and size are both multiples of this are not streamed: they cannot be
+/// sub-block on filesystems with blocks up to 4 KiB, nor unaligned on 4 KiB devices.
+pub const STREAM_ALIGN: u64 = 4096;
+
+/// One direct I/O call that is not 4 KiB-aligned.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DioRecord {
+    pub header: RecordHeader,
+    pub ts_ns: u64,
+    pub ino: u64,
+    /// File size when the call began.
+    pub isize: i64,
+    pub pos: i64,
+    pub count: u64,
+    /// The filesystem's device (`dev_t`, kernel encoding).
+    pub dev: u32,
+    pub tgid: u32,
+    pub pid: u32,
+    pub ki_flags: u32,
+    pub dio_flags: u32,
+    pub _pad: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<DioRecord>() == 88);
+
+/// Offsets of `iomap_dio_rw_begin`'s fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DioOffsets {
+    pub dev: u32,
+    pub ino: u32,
+    pub isize: u32,
+    pub pos: u32,
+    pub count: u32,
+    pub ki_flags: u32,
+    pub dio_flags: u32,
+    pub _pad: u32,
+}
+
+impl DioOffsets {
+    pub const ABSENT: Self = Self {
+        dev: crate::tracepoint::ABSENT,
+        ino: crate::tracepoint::ABSENT,
+        isize: crate::tracepoint::ABSENT,
+        pos: crate::tracepoint::ABSENT,
+        count: crate::tracepoint::ABSENT,
+        ki_flags: crate::tracepoint::ABSENT,
+        dio_flags: crate::tracepoint::ABSENT,
+        _pad: 0,
+    };
+}
+
+pub const GLOBAL_DIO_OFFSETS: &str = "DIO_OFFSETS";
+
+/// The zeroing `iomap_dio_bio_iter()` adds around a direct write of `count` bytes at `pos`
+/// into a file of `isize` bytes on a filesystem with `block`-byte blocks, as
+/// `(head, tail)` bytes:
+/// - tail: when the write ends off a block boundary and at or beyond EOF, the rest of the
+///   last block is zeroed (`block - end % block`), so mmap readers never see stale data;
+/// - head: when the write starts off a block boundary in a block that lies wholly beyond
+///   EOF (a newly allocated block), the start of that block is zeroed (`pos % block`).
+///
+/// Writes into unwritten (fallocated) extents are zeroed too, which the tracepoint cannot
+/// tell; those are confirmed (or not) by the small requests that follow.
+#[must_use]
+pub const fn predicted_zeroing(pos: u64, count: u64, isize: u64, block: u64) -> (u64, u64) {
+    if block == 0 || !block.is_power_of_two() || count == 0 {
+        return (0, 0);
+    }
+    let mask = block - 1;
+    let end = pos + count;
+    let tail = if end & mask != 0 && end >= isize {
+        block - (end & mask)
+    } else {
+        0
+    };
+    let eof_block_end = (isize + mask) & !mask;
+    let head = if pos & mask != 0 && (pos & !mask) >= eof_block_end {
+        pos & mask
+    } else {
+        0
+    };
+    (head, tail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_512_byte_tail_of_2_mib_writes_at_3584() {
+        // 2 MiB at 3584 ends at 2100736 = 512 blocks + 3584: 512 bytes of zeroes.
+        assert_eq!(predicted_zeroing(3584, 2 << 20, 0, 4096), (3584, 512));
+        // The next write starts where the last one ended, inside the zeroed block: no head.
+        assert_eq!(
+            predicted_zeroing(2_100_736, 2 << 20, 2_100_736, 4096),
+            (0, 512)
+        );
+    }
+
+    #[test]
+    fn the_pad_is_computed_not_a_constant() {
+        assert_eq!(predicted_zeroing(1024, 1 << 20, 0, 4096).1, 3072);
+        assert_eq!(
+            predicted_zeroing(0, 512, 0, 4096),
+            (0, 3584),
+            "a 512-byte append"
+        );
+        assert_eq!(predicted_zeroing(0, 3584, 0, 4096), (0, 512));
+        assert_eq!(
+            predicted_zeroing(100, 200, 0, 1024),
+            (100, 724),
+            "1 KiB blocks"
+        );
+    }
+
+    #[test]
+    fn aligned_or_non_extending_writes_zero_nothing() {
+        assert_eq!(
+            predicted_zeroing(0, 2 << 20, 0, 4096),
+            (0, 0),
+            "aligned, extending"
+        );
+        assert_eq!(
+            predicted_zeroing(3584, 2 << 20, 64 << 20, 4096),
+            (0, 0),
+            "inside a written file"
+        );
+        assert_eq!(predicted_zeroing(4096, 4096, 0, 4096), (0, 0));
+        assert_eq!(
+            predicted_zeroing(10, 10, 0, 0),
+            (0, 0),
+            "unknown block size"
+        );
+        assert_eq!(predicted_zeroing(10, 0, 0, 4096), (0, 0));
+    }
+}
