@@ -38,6 +38,7 @@ struct DioStats {
     physical_block_size: u32,
     fs_block_size: u32,
     disk: Option<Dev>,
+    ino: Option<u64>,
     example: Option<(u64, u64, u64)>,
 }
 
@@ -75,6 +76,7 @@ impl PatternStats {
         let d = &mut self.dio;
         d.calls += 1;
         d.disk = Some(call.disk);
+        d.ino = Some(call.ino);
         d.physical_block_size = call.physical_block_size;
         d.fs_block_size = call.fs_block_size;
         let physical = u64::from(call.physical_block_size);
@@ -130,6 +132,7 @@ impl PatternStats {
             d.physical_block_size = o.physical_block_size;
             d.fs_block_size = o.fs_block_size;
             d.disk = o.disk;
+            d.ino = o.ino;
         }
         if d.example.is_none() {
             d.example = o.example;
@@ -167,6 +170,7 @@ impl PatternStats {
             physical_block_size: d.physical_block_size,
             fs_block_size: d.fs_block_size,
             disk: d.disk,
+            ino: d.ino,
             example: d.example,
         }
     }

@@ -142,6 +142,8 @@ pub struct DioFigures {
     pub physical_block_size: u32,
     pub fs_block_size: u32,
     pub disk: Option<Dev>,
+    /// The inode of the most recent call.
+    pub ino: Option<u64>,
     /// (pos, count, tail pad) of the first zeroing write.
     pub example: Option<(u64, u64, u64)>,
 }

@@ -32,6 +32,8 @@ pub struct FindingJson<'a> {
     pub pid: Option<u32>,
     pub comm: &'a str,
     pub dev: Option<String>,
+    /// The file involved, where known (a path, or `inode N`).
+    pub file: Option<&'a str>,
     pub summary: &'a str,
     pub evidence: serde_json::Map<String, serde_json::Value>,
     pub why: &'a str,
@@ -63,6 +65,7 @@ impl<'a> From<&'a Finding> for FindingJson<'a> {
             pid: f.tgid,
             comm: &f.comm,
             dev: f.dev.map(|d| d.to_string()),
+            file: f.file.as_deref(),
             summary: &f.summary,
             evidence,
             why: &f.why,

@@ -158,6 +158,12 @@ fn summary_lines<'a>(
     }
     for finding in snap.findings.iter().filter(|f| f.tgid == Some(row.tgid)) {
         lines.push(findings::line(finding, snap.now_ns, theme));
+        if let Some(file) = &finding.file {
+            lines.push(Line::from(vec![
+                Span::styled("      file: ", theme.key),
+                Span::raw(file.as_str()),
+            ]));
+        }
         lines.push(Line::from(vec![
             Span::styled("      why: ", theme.key),
             Span::raw(finding.why.as_str()),

@@ -34,6 +34,7 @@ fn finding(snap: &Snapshot, disk: &DiskRow, kind: FindingKind, summary: String) 
         tgid: None,
         comm: disk.name.clone(),
         dev: Some(disk.dev),
+        file: None,
         summary,
         evidence: Vec::new(),
         why: String::new(),

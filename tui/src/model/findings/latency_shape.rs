@@ -108,6 +108,7 @@ fn bimodal(
         tgid: proc.map(|p| p.tgid),
         comm: name.to_string(),
         dev,
+        file: None,
         summary: format!(
             "{who}: two latency populations, {:.0}% around {} and {:.0}% around {}",
             nl as f64 / total as f64 * 100.0,
@@ -161,6 +162,7 @@ fn small_random(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
         tgid: Some(proc.tgid),
         comm: proc.comm.clone(),
         dev: proc.devices.first().map(|d| d.dev),
+        file: None,
         summary: format!(
             "{} (pid {}): {rate:.0} requests/s averaging {avg} bytes, {:.0}% sequential",
             proc.comm,

@@ -35,6 +35,7 @@ fn check(snap: &Snapshot, task: &DStateTask) -> Option<Finding> {
         tgid: Some(task.tgid),
         comm: task.comm.clone(),
         dev: None,
+        file: None,
         summary: format!(
             "{} (pid {}, tid {}) blocked in D for {at_least}{}, in {site}",
             task.comm,

@@ -78,6 +78,8 @@ pub struct Finding {
     pub tgid: Option<u32>,
     pub comm: String,
     pub dev: Option<Dev>,
+    /// The file involved, where known (a path, or `inode N`).
+    pub file: Option<String>,
     /// One line: what happens, to whom, how much.
     pub summary: String,
     pub evidence: Vec<(&'static str, Evidence)>,

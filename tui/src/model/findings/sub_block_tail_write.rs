@@ -58,6 +58,7 @@ fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
         tgid: Some(proc.tgid),
         comm: proc.comm.clone(),
         dev: dio.disk,
+        file: dio.ino.map(|ino| format!("inode {ino}")),
         summary: format!(
             "{} (pid {}): O_DIRECT writes extending the file end off a {block}-byte block \
              (e.g. {count} B at offset {pos}): the kernel zeroes the rest, {pad_writes} extra \

@@ -36,6 +36,7 @@ fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
         tgid: Some(proc.tgid),
         comm: proc.comm.clone(),
         dev: proc.devices.first().map(|d| d.dev),
+        file: None,
         summary: format!(
             "{} (pid {}): {:.0} sync calls/s, {:.0}% of its time waiting in them (p99 {})",
             proc.comm,

@@ -24,6 +24,7 @@ fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
         tgid: Some(proc.tgid),
         comm: proc.comm.clone(),
         dev: dio.disk,
+        file: None,
         summary: format!(
             "{} (pid {}): {} O_DIRECT calls not aligned to the disk's {physical}-byte physical blocks",
             proc.comm, proc.tgid, dio.unaligned_physical

@@ -65,6 +65,7 @@ fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
         tgid: Some(proc.tgid),
         comm: proc.comm.clone(),
         dev,
+        file: proc.recent_syncs.first().map(|c| c.file.clone()),
         summary: format!(
             "{} (pid {}): {avg_write}-byte writes, each followed by {kind}: {ratio:.0}x write amplification \
              ({own_per_sync} B own + {charged_per_sync} B by {journal} per {payload_per_sync} B synced)",
