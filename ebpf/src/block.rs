@@ -203,7 +203,12 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
     };
     let now = unsafe { bpf_ktime_get_ns() };
     let Some(slot) = inflight::find(&key) else {
-        bump(COUNTER_COMPLETE_WITHOUT_START);
+        // A request that went through the flush machinery (PREFLUSH/FUA emulated by a
+        // post-flush) completes its data, then completes again with 0 bytes when the flush
+        // sequence ends: that second completion is not a lost start.
+        if record.u32(offsets.nr_sector).unwrap_or(0) != 0 {
+            bump(COUNTER_COMPLETE_WITHOUT_START);
+        }
         return 0;
     };
     // SAFETY: copied out; the slot is freed (and the rest moved) below.

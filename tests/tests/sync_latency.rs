@@ -38,6 +38,10 @@ fn lab001_on_ext4_is_named_with_its_amplification() {
     let mine = entries_of(&intervals, pid);
     let syncs: u64 = mine.iter().map(|p| num(p, "syncs")).sum();
     assert_eq!(syncs, N, "every fsync counted once");
+    // The journal's commit records go through the flush machinery and complete twice (data,
+    // then 0 bytes): neither may count as a completion without a start.
+    let unpaired = num(&intervals.last().unwrap()["events"], "unpaired_total");
+    assert_eq!(unpaired, 0, "completions without a start");
     let window: u64 = mine.iter().map(|p| num(p, "sync_window_bytes")).sum();
     assert_eq!(
         window,

@@ -9,17 +9,18 @@
 //!
 //! Limits, documented in the README: background write-back that happens to overlap a sync is
 //! charged too; a commit that a sync waits for but that began before the sync is not; a
-//! write is settled `GRACE_NS` after it completed, so a sync that lasts longer than that
-//! (rare: seconds) misses the writes of its first second; charges land in the interval in
-//! which they are settled, up to one interval late.
+//! write is settled `GRACE_NS` (300 ms) after it completed, so a sync still running that much
+//! later misses it; charges land in the interval in which they are settled, at most one
+//! interval late.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{BlockIo, Comm, Dev, Op, SyncCall};
 
-/// How long a kernel-thread write waits for the sync calls it may belong to (their records
-/// arrive when they return, usually just after the journal write completes).
-pub const GRACE_NS: u64 = 1_000_000_000;
+/// How long a kernel-thread write waits for the sync calls it may belong to: a sync that
+/// waited for a journal write returns right after it completes (a flush at most later), and
+/// its record reaches the model within the reader's 50 ms drain period.
+pub const GRACE_NS: u64 = 300_000_000;
 /// Sync calls are remembered this long after they end.
 const KEEP_SYNCS_NS: u64 = 10_000_000_000;
 /// Bound on remembered items, so a storm cannot grow the model without limit.
@@ -185,7 +186,7 @@ mod tests {
         blame.note_write(&journal_write(10, 8192));
         blame.note_sync(&fsync(42, 5, 20, Some(LOOP0)));
         assert!(
-            blame.settle(500 * MS, false).is_empty(),
+            blame.settle(200 * MS, false).is_empty(),
             "still within the grace period"
         );
         let charges = blame.settle(2_000 * MS, false);

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use super::active_procs;
 use crate::{
-    model::Snapshot,
-    units::{mib, ms, us},
+    model::{Snapshot, wait_site},
+    units::{self, mib, ms, us},
 };
 
 /// The report of one interval; `clock` is the wall-clock time to print (HH:MM:SS).
@@ -53,14 +53,25 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:>8} {:<16} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
-        "PID", "COMM", "R/s", "W/s", "RMB/s", "WMB/s", "p50(us)", "p99(us)"
+        "{:>8} {:<16} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7}",
+        "PID",
+        "COMM",
+        "R/s",
+        "W/s",
+        "RMB/s",
+        "WMB/s",
+        "p50(us)",
+        "p99(us)",
+        "SYNC/s",
+        "Sp99(us)",
+        "AMP",
+        "D(ms)"
     );
     for p in active_procs(snap, pids) {
         let f = &p.interval;
         let _ = writeln!(
             out,
-            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0}",
+            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0} {:>7.1} {:>9.0} {:>6.1} {:>7}",
             p.tgid,
             p.comm,
             snap.rate(f.reads),
@@ -69,7 +80,35 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
             mib(snap.rate(f.write_bytes)),
             us(f.latency.p50_ns),
             us(f.latency.p99_ns),
+            snap.rate(f.sync.syncs),
+            us(f.sync.latency.p99_ns),
+            f.write_amplification(),
+            f.dstate_ns / 1_000_000,
         );
+    }
+    for d in &snap.dstate {
+        let blocked = d
+            .blocked_ns
+            .map_or_else(|| "since start".to_string(), units::latency);
+        let _ = writeln!(
+            out,
+            "D {}/{} {} blocked {blocked} in {}",
+            d.tgid,
+            d.pid,
+            d.comm,
+            wait_site(&d.stack, 4)
+        );
+    }
+    for f in snap.findings.iter().filter(|f| f.active) {
+        let _ = writeln!(
+            out,
+            "FINDING {} {}: {}",
+            f.severity.name(),
+            f.kind.name(),
+            f.summary
+        );
+        let _ = writeln!(out, "  why: {}", f.why);
+        let _ = writeln!(out, "  fix: {}", f.fix);
     }
     out
 }

@@ -29,6 +29,12 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
         Span::raw(dropped_text)
     });
     spans.push(Span::raw(format!("every {:.1}s ", snap.interval_secs())));
+    if !snap.dstate.is_empty() {
+        spans.push(Span::styled(
+            format!("D:{} ", snap.dstate.len()),
+            theme.warn,
+        ));
+    }
     if ui.cumulative {
         spans.push(Span::styled("[TOTALS] ", theme.key));
     }
