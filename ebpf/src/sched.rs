@@ -111,16 +111,20 @@ pub fn dstate_switch(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
     let offsets = SCHED_OFFSETS.load();
-    let Ok(record) = Window::read(&ctx) else {
+    // Most wakeups are of tasks sleeping in S: read the pid alone, one lookup, and out.
+    if offsets.wakeup_pid == iotop_bpf_common::tracepoint::ABSENT {
+        return 0;
+    }
+    // SAFETY: bpf_probe_read_kernel validates the address; the offset comes from tracefs.
+    let Ok(pid) = (unsafe { ctx.read_at::<u32>(offsets.wakeup_pid as usize) }) else {
         return 0;
     };
-    let Ok(pid) = record.u32(offsets.wakeup_pid) else {
-        return 0;
-    };
-    // Most wakeups are of tasks sleeping in S: one lookup and out.
     if DSTATE_EPISODES.get_ptr(&pid).is_none() {
         return 0;
     }
+    let Ok(record) = Window::read(&ctx) else {
+        return 0;
+    };
     let mut comm = [0u8; COMM_LEN];
     let (Ok(head), Ok(tail)) = (
         record.bytes8(offsets.wakeup_comm),
