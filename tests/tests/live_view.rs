@@ -158,3 +158,41 @@ fn signals_restore_the_terminal() {
         assert!(!screen.contains("panicked"), "{screen}");
     }
 }
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_recording_replays_in_the_live_view() {
+    if !require_root("a_recording_replays_in_the_live_view") {
+        return;
+    }
+    let recording =
+        std::env::temp_dir().join(format!("iotop-bpf-view-{}.ndjson", std::process::id()));
+    let record = Command::new(binary())
+        .args(["--json", "-d", "0.3", "-n", "4", "--record"])
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert!(
+        record.status.success(),
+        "{}",
+        String::from_utf8_lossy(&record.stderr)
+    );
+    let tmux = Tmux::start(
+        "replay",
+        &format!(
+            "{} --replay {} --speed 4; echo EXIT=$?; sleep 120",
+            binary().display(),
+            recording.display()
+        ),
+    );
+    let screen = tmux.wait_for("end of the recording");
+    assert!(
+        screen.contains("Processes") && screen.contains("Latency"),
+        "{screen}"
+    );
+    tmux.keys("q");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(!tmux.alternate_screen());
+    let _ = std::fs::remove_file(recording);
+}

@@ -8,10 +8,10 @@ use tokio::time::{Instant, MissedTickBehavior, interval, interval_at};
 
 use crate::{
     cli::Cli,
-    feed::LiveFeed,
-    headless::{DRAIN_EVERY, drain_all},
-    model::{Aggregator, Settings, Snapshot},
+    headless::{DRAIN_EVERY, Pipeline},
+    model::Snapshot,
     probe::privilege::Environment,
+    replay::Replay,
     shutdown::Shutdown,
     term::TerminalGuard,
     view::{self, Focus, Theme, UiState, disks, procs},
@@ -183,12 +183,11 @@ pub fn host_name() -> String {
 /// The live view: probes first (so a failure prints plainly), then the terminal.
 pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
     let mut shutdown = Shutdown::install().context("install signal handlers")?;
-    let mut feed = LiveFeed::start(env)?;
-    let mut model = Aggregator::new(Settings::default(), feed.started_ns());
+    let mut pipeline = Pipeline::start(cli, env)?;
     let mut app = App::new(UiState {
         host: host_name(),
         kernel: env.kernel_release.clone(),
-        notes: feed.report().degraded.clone(),
+        notes: pipeline.feed.report().degraded.clone(),
         filter: cli
             .pids
             .first()
@@ -221,19 +220,77 @@ pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
                 None => break,
             },
             _ = reports.tick() => {
-                drain_all(&mut feed, &mut model);
-                app.update(model.tick(&feed.sample()));
+                app.update(pipeline.close_interval(false)?);
                 app.draw(guard.terminal())?;
                 intervals += 1;
                 if cli.iterations.is_some_and(|n| intervals >= n) {
                     break;
                 }
             }
-            filling = feed.filling() => {
+            filling = pipeline.feed.filling() => {
                 filling.context("wait for the ring buffer")?;
-                drain_all(&mut feed, &mut model);
+                pipeline.drain()?;
             }
-            _ = drains.tick() => drain_all(&mut feed, &mut model),
+            _ = drains.tick() => pipeline.drain()?,
+        }
+    }
+    Ok(())
+}
+
+/// The live view over a recording: intervals replayed at their recorded pace (times
+/// `--speed`); pause stops the clock. No root needed.
+pub async fn replay(cli: &Cli, path: &std::path::Path) -> Result<()> {
+    let mut shutdown = Shutdown::install().context("install signal handlers")?;
+    let mut replay = Replay::open(path)?;
+    let mut app = App::new(UiState {
+        host: replay.header().host.clone(),
+        kernel: replay.header().kernel.clone(),
+        notes: vec![format!("replaying {}", path.display())],
+        filter: cli
+            .pids
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        ..UiState::default()
+    });
+    let mut guard = TerminalGuard::enter()?;
+    let mut input = EventStream::new();
+    let mut next_at = Instant::now();
+    let mut ended = false;
+    app.draw(guard.terminal())?;
+    loop {
+        let paused = app.ui.paused || ended;
+        tokio::select! {
+            biased;
+            () = shutdown.recv() => break,
+            event = input.next() => match event {
+                Some(Ok(event)) => {
+                    let was_paused = app.ui.paused;
+                    if app.on_event(&event) == Flow::Quit {
+                        break;
+                    }
+                    if was_paused && !app.ui.paused {
+                        next_at = Instant::now();
+                    }
+                    app.draw(guard.terminal())?;
+                }
+                Some(Err(e)) => return Err(e).context("read the terminal"),
+                None => break,
+            },
+            () = tokio::time::sleep_until(next_at), if !paused => {
+                match replay.next_interval()? {
+                    Some(snap) => {
+                        let pace = std::time::Duration::from_nanos(snap.interval_ns).div_f64(cli.speed);
+                        next_at = Instant::now() + pace;
+                        app.update(snap);
+                    }
+                    None => {
+                        ended = true;
+                        app.ui.notes = vec![format!("end of the recording {} (q quits)", path.display())];
+                    }
+                }
+                app.draw(guard.terminal())?;
+            }
         }
     }
     Ok(())

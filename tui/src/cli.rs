@@ -30,6 +30,18 @@ pub struct Cli {
     #[arg(short = 'n', long, value_name = "N")]
     pub iterations: Option<u64>,
 
+    /// Write the event stream to FILE while running (replay it with --replay).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+
+    /// Play a recording back through the same views and reports; needs no root.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// Replay speed in the live view (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed, requires = "replay")]
+    pub speed: f64,
+
     /// Only report these processes (repeat or comma-separate).
     #[arg(short, long = "pid", value_name = "PID", value_delimiter = ',')]
     pub pids: Vec<u32>,
@@ -163,6 +175,16 @@ impl Cli {
     pub fn is_batch(&self) -> bool {
         self.batch || self.json
     }
+}
+
+fn parse_speed(text: &str) -> Result<f64, String> {
+    let speed: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.01..=1000.0).contains(&speed) {
+        return Err(format!("{speed} is out of range (0.01 to 1000)"));
+    }
+    Ok(speed)
 }
 
 fn parse_delay(text: &str) -> Result<Duration, String> {

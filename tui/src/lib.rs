@@ -10,6 +10,7 @@ pub mod feed;
 pub mod headless;
 pub mod model;
 pub mod probe;
+pub mod replay;
 pub mod report;
 pub mod shutdown;
 pub mod term;

@@ -7,7 +7,7 @@ use iotop_bpf::{
     cli::{Cli, Command},
     headless,
     probe::{Probes, privilege},
-    workload,
+    replay, workload,
 };
 
 fn main() -> ExitCode {
@@ -27,6 +27,17 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Workload(w)) => return workload::run(w),
         Some(Command::Check) => return check(),
         None => {}
+    }
+    if let Some(path) = &cli.replay {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("start the async runtime")?;
+        return if cli.is_batch() {
+            replay::run_headless(cli, path, &mut std::io::stdout().lock())
+        } else {
+            runtime.block_on(app::replay(cli, path))
+        };
     }
     let env = privilege::check()?;
     let runtime = tokio::runtime::Builder::new_current_thread()

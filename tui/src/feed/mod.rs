@@ -4,6 +4,7 @@
 mod kallsyms;
 mod mounts;
 mod procfs;
+pub mod recording;
 mod sysfs;
 
 use std::{io, os::fd::AsRawFd as _};

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use iotop_bpf_common::{
     block::{
         FLAG_FUA, FLAG_IN_SYNC, FLAG_META, FLAG_PARTIAL, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC,
@@ -12,7 +14,9 @@ use iotop_bpf_common::{
 };
 
 /// A block device number, `major:minor`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 pub struct Dev {
     pub major: u32,
     pub minor: u32,
@@ -77,6 +81,19 @@ impl Comm {
     }
 }
 
+/// Recorded as text.
+impl Serialize for Comm {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Comm {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Self::new(&String::deserialize(deserializer)?))
+    }
+}
+
 impl fmt::Debug for Comm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_str())
@@ -90,7 +107,7 @@ impl fmt::Display for Comm {
 }
 
 /// A request's operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op {
     Read,
     Write,
@@ -112,7 +129,7 @@ impl Op {
 }
 
 /// One completed block request (or completed part of one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockIo {
     pub dev: Dev,
     pub sector: u64,
@@ -167,7 +184,7 @@ impl BlockIo {
 }
 
 /// Which sync call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SyncKind {
     Fsync,
     Fdatasync,
@@ -209,7 +226,7 @@ impl SyncKind {
 }
 
 /// One completed sync call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncCall {
     pub tgid: u32,
     pub pid: u32,
@@ -237,7 +254,7 @@ impl SyncCall {
 }
 
 /// A finished D-state episode (only those above the probes' threshold are streamed).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DStateEpisode {
     pub pid: u32,
     pub tgid: u32,
@@ -257,7 +274,7 @@ impl DStateEpisode {
 }
 
 /// A direct I/O call that is not 4 KiB-aligned (from `iomap_dio_rw_begin`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DioCall {
     pub tgid: u32,
     pub pid: u32,
@@ -280,7 +297,7 @@ pub struct DioCall {
 }
 
 /// A thread in D state now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DStateNow {
     pub pid: u32,
     pub tgid: u32,
@@ -291,7 +308,7 @@ pub struct DStateNow {
 }
 
 /// What a sync call's fd referred to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileRef {
     /// The call has no file (sync, msync).
     NoFile,
@@ -312,7 +329,7 @@ impl fmt::Display for FileRef {
 
 /// Per-disk totals kept by the probes in the kernel, cumulative since they were loaded:
 /// exact even when the ring buffer drops records.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DiskTotals {
     pub dev: Dev,
     pub requests: [u64; OP_COUNT],
@@ -328,7 +345,7 @@ pub struct DiskTotals {
 }
 
 /// The probes' own counters, cumulative.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct KernelCounters {
     /// Records lost because the ring buffer was full.
     pub ring_dropped: u64,
@@ -339,7 +356,7 @@ pub struct KernelCounters {
 }
 
 /// `/proc/diskstats` figures the probes do not measure (time the disk was busy).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DiskStat {
     pub dev: Dev,
     /// Milliseconds with at least one request in flight (`io_ticks`).
@@ -347,7 +364,7 @@ pub struct DiskStat {
 }
 
 /// What the feed samples from the kernel at the end of each interval.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct KernelSample {
     /// `CLOCK_MONOTONIC`, the clock of the event timestamps.
     pub now_ns: u64,
