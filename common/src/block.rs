@@ -101,6 +101,58 @@ pub struct InFlight {
 
 const _: () = assert!(core::mem::size_of::<InFlight>() == 48);
 
+/// `InFlightKey::dev` of requests keyed by their `struct request *` (raw tracepoints): no
+/// block device has this number.
+pub const RAW_KEY_DEV: u32 = u32::MAX;
+
+/// Offsets inside kernel objects, from BTF, for the raw tracepoint probes, and the bits of
+/// `cmd_flags` they decode.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct RawOffsets {
+    pub rq_sector: u32,
+    pub rq_data_len: u32,
+    pub rq_cmd_flags: u32,
+    pub rq_q: u32,
+    pub q_disk: u32,
+    pub disk_major: u32,
+    pub disk_first_minor: u32,
+    pub task_pid: u32,
+    pub task_comm: u32,
+    /// `REQ_OP_MASK`.
+    pub op_mask: u32,
+    pub bit_sync: u32,
+    pub bit_meta: u32,
+    pub bit_fua: u32,
+    pub bit_preflush: u32,
+    pub bit_rahead: u32,
+    pub _pad: u32,
+}
+
+impl RawOffsets {
+    pub const ZERO: Self = Self {
+        rq_sector: 0,
+        rq_data_len: 0,
+        rq_cmd_flags: 0,
+        rq_q: 0,
+        q_disk: 0,
+        disk_major: 0,
+        disk_first_minor: 0,
+        task_pid: 0,
+        task_comm: 0,
+        op_mask: 0,
+        bit_sync: 0,
+        bit_meta: 0,
+        bit_fua: 0,
+        bit_preflush: 0,
+        bit_rahead: 0,
+        _pad: 0,
+    };
+}
+
+pub const GLOBAL_RAW_OFFSETS: &str = "RAW_OFFSETS";
+
 /// One slot of the in-flight table: a cache line.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

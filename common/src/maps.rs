@@ -71,6 +71,7 @@ mod pod {
     unsafe impl aya::Pod for crate::sync::SyscallOffsets {}
     unsafe impl aya::Pod for crate::dstate::Episode {}
     unsafe impl aya::Pod for crate::dio::DioOffsets {}
+    unsafe impl aya::Pod for crate::block::RawOffsets {}
     unsafe impl aya::Pod for crate::dstate::SchedOffsets {}
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
 }

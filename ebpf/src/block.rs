@@ -11,7 +11,8 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
     block::{
-        BlockIoRecord, FLAG_IN_SYNC, InFlight, InFlightKey, OP_COUNT, ORIGIN_ISSUE, ORIGIN_START,
+        BlockIoRecord, FLAG_IN_SYNC, InFlight, InFlightKey, InFlightSlot, OP_COUNT, ORIGIN_ISSUE,
+        ORIGIN_START,
     },
     hist::{SLOTS, log2_slot},
     maps::{
@@ -98,7 +99,7 @@ fn read_key(ctx: &TracePointContext, offsets: &FieldOffsets) -> Option<(Window, 
 }
 
 #[inline(always)]
-fn current_task(now: u64, origin: u8) -> InFlight {
+pub fn current_task(now: u64, origin: u8) -> InFlight {
     let pid_tgid = bpf_get_current_pid_tgid();
     InFlight {
         created_ns: now,
@@ -202,38 +203,67 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let now = unsafe { bpf_ktime_get_ns() };
+    let nr_sector = record.u32(offsets.nr_sector).unwrap_or(0);
     let Some(slot) = inflight::find(&key) else {
-        // A request that went through the flush machinery (PREFLUSH/FUA emulated by a
-        // post-flush) completes its data, then completes again with 0 bytes when the flush
-        // sequence ends: that second completion is not a lost start.
-        if record.u32(offsets.nr_sector).unwrap_or(0) != 0 {
-            bump(COUNTER_COMPLETE_WITHOUT_START);
-        }
+        unpaired(nr_sector);
         return 0;
     };
+    let rwbs: [u8; RWBS_READ_LEN] = record.bytes8(offsets.rwbs).unwrap_or([0; RWBS_READ_LEN]);
+    let completion = Completion {
+        dev: key.dev,
+        sector: key.sector,
+        done_bytes: nr_sector << 9,
+        error: record.u32(offsets.error).unwrap_or(0) as i32,
+        op: rwbs::op_of(&rwbs),
+        flags: 0,
+        rwbs,
+    };
+    // The rest of a partially completed request now starts after what completed.
+    let rest_key = InFlightKey {
+        sector: key.sector + u64::from(nr_sector),
+        ..key
+    };
+    finish(slot, &completion, &rest_key, now);
+    0
+}
+
+/// A completion with no request in flight. A request that went through the flush machinery
+/// (PREFLUSH/FUA emulated by a post-flush) completes its data, then completes again with 0
+/// bytes when the flush sequence ends: that second completion is not a lost start.
+#[inline(always)]
+pub fn unpaired(done: u32) {
+    if done != 0 {
+        bump(COUNTER_COMPLETE_WITHOUT_START);
+    }
+}
+
+/// What a completion tracepoint says about the request.
+pub struct Completion {
+    pub dev: u32,
+    pub sector: u64,
+    /// 0 when the tracepoint does not say (then the whole request completed).
+    pub done_bytes: u32,
+    pub error: i32,
+    pub op: u8,
+    /// `FLAG_*` bits known here (the raw probes decode them from `cmd_flags`).
+    pub flags: u8,
+    pub rwbs: [u8; RWBS_READ_LEN],
+}
+
+/// Completes the request in `slot`: per-disk aggregates and one record. A partial completion
+/// (the driver completed the request in pieces) keeps the rest in flight under `rest_key`.
+#[inline(always)]
+pub fn finish(slot: *mut InFlightSlot, c: &Completion, rest_key: &InFlightKey, now: u64) {
     // SAFETY: copied out; the slot is freed (and the rest moved) below.
     let started = unsafe { (*slot).value };
     inflight::remove(slot);
-    let nr_sector = record.u32(offsets.nr_sector).unwrap_or(0);
-    let error = record.u32(offsets.error).unwrap_or(0) as i32;
-    let rwbs: [u8; RWBS_READ_LEN] = record.bytes8(offsets.rwbs).unwrap_or([0; RWBS_READ_LEN]);
-    let op = rwbs::op_of(&rwbs);
-    let mut flags = started.flags;
-
-    let done_bytes = nr_sector << 9;
-    // A partial completion (the driver completed the request in pieces): emit what completed
-    // and keep the rest in flight under the sector where it now starts.
-    if done_bytes != 0 && done_bytes < started.remaining_bytes {
+    let mut flags = started.flags | c.flags;
+    if c.done_bytes != 0 && c.done_bytes < started.remaining_bytes {
         flags |= iotop_bpf_common::block::FLAG_PARTIAL;
         let mut rest = started;
-        rest.remaining_bytes = started.remaining_bytes - done_bytes;
-        let rest_key = InFlightKey {
-            sector: key.sector + u64::from(nr_sector),
-            ..key
-        };
-        inflight::insert(&rest_key, &rest);
+        rest.remaining_bytes = started.remaining_bytes - c.done_bytes;
+        inflight::insert(rest_key, &rest);
     }
-
     let issued = if started.issued_ns == 0 {
         now
     } else {
@@ -241,19 +271,19 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
     };
     let queue_ns = issued.saturating_sub(started.created_ns);
     let device_ns = now.saturating_sub(issued);
-    let bytes = if done_bytes != 0 {
-        done_bytes
+    let bytes = if c.done_bytes != 0 {
+        c.done_bytes
     } else {
         started.remaining_bytes
     };
 
-    aggregate(key.dev, op, bytes, error, queue_ns, device_ns);
+    aggregate(c.dev, c.op, bytes, c.error, queue_ns, device_ns);
 
-    let Some(mut slot) = EVENTS.reserve::<BlockIoRecord>(0) else {
+    let Some(mut record) = EVENTS.reserve::<BlockIoRecord>(0) else {
         bump(COUNTER_RING_DROPPED);
-        return 0;
+        return;
     };
-    slot.write(BlockIoRecord {
+    record.write(BlockIoRecord {
         header: RecordHeader {
             kind: RECORD_BLOCK_IO,
             size: core::mem::size_of::<BlockIoRecord>() as u16,
@@ -262,21 +292,20 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
         created_ns: started.created_ns,
         issued_ns: issued,
         completed_ns: now,
-        sector: key.sector,
-        dev: key.dev,
+        sector: c.sector,
+        dev: c.dev,
         bytes,
         tgid: started.tgid,
         pid: started.pid,
-        error,
-        op,
+        error: c.error,
+        op: c.op,
         flags,
         origin: started.origin,
         _pad: 0,
-        rwbs,
+        rwbs: c.rwbs,
         comm: started.comm,
     });
-    slot.submit(submit_flags());
-    0
+    record.submit(submit_flags());
 }
 
 #[inline(always)]

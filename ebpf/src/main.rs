@@ -11,6 +11,7 @@ mod block;
 mod dio;
 mod fields;
 mod inflight;
+mod raw;
 mod sched;
 mod sync;
 

@@ -32,7 +32,7 @@ static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);
 static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
 
 #[map]
-static DSTATE_EPISODES: HashMap<u32, Episode> = HashMap::with_max_entries(16_384, 0);
+pub static DSTATE_EPISODES: HashMap<u32, Episode> = HashMap::with_max_entries(16_384, 0);
 
 #[map]
 static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
@@ -41,7 +41,7 @@ static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
 static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
 
 /// The episode table over the BPF hash map.
-struct Episodes;
+pub struct Episodes;
 
 impl EpisodeTable for Episodes {
     #[inline(always)]
@@ -144,7 +144,7 @@ pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
 }
 
 #[inline(always)]
-fn finished(episode: &Episode, end_ns: u64) {
+pub fn finished(episode: &Episode, end_ns: u64) {
     let duration = end_ns - episode.start_ns;
     match DSTATE_TIME.get_ptr_mut(&episode.tgid) {
         // SAFETY: this CPU's slot of a per-CPU value.

@@ -143,9 +143,15 @@ pub struct JsonRun {
 impl JsonRun {
     /// Starts the tool and waits for its first interval, so the probes are attached.
     pub fn start(extra_args: &[&str]) -> Self {
+        Self::start_with_env(extra_args, &[])
+    }
+
+    /// Like [`JsonRun::start`], with extra environment variables.
+    pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(binary())
             .args(["--json", "-d", "0.5"])
             .args(extra_args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

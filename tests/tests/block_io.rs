@@ -15,6 +15,45 @@ fn direct_io_is_attributed_exactly_to_the_workload_and_its_disk() {
     if !require_root("direct_io_is_attributed_exactly_to_the_workload_and_its_disk") {
         return;
     }
+    attributed_exactly(&[]);
+}
+
+/// The classic tracepoints stay the path for kernels without `block_io_start` or BTF: the
+/// same assertions hold when they are forced.
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn the_classic_tracepoints_attribute_exactly_too() {
+    if !require_root("the_classic_tracepoints_attribute_exactly_too") {
+        return;
+    }
+    attributed_exactly(&[("IOTOP_BPF_TRACEPOINTS", "classic")]);
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn this_kernel_gets_the_raw_tracepoints() {
+    if !require_root("this_kernel_gets_the_raw_tracepoints") {
+        return;
+    }
+    let out = Command::new(binary())
+        .arg("check")
+        .env_remove("IOTOP_BPF_TRACEPOINTS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("probes: raw tracepoints"), "{stdout}");
+    assert!(
+        stdout.contains("attached: raw_tp:block_io_start"),
+        "{stdout}"
+    );
+}
+
+fn attributed_exactly(env: &[(&str, &str)]) {
     let fs = LoopFs::new("ext4", 256);
     let data = fs.path("data");
     // Allocate the file's blocks first (from this process), so the workload's O_DIRECT
@@ -22,7 +61,7 @@ fn direct_io_is_attributed_exactly_to_the_workload_and_its_disk() {
     std::fs::write(&data, vec![0u8; usize::try_from(WRITES * BLOCK).unwrap()]).unwrap();
     std::fs::File::open(&data).unwrap().sync_all().unwrap();
 
-    let run = JsonRun::start(&[]);
+    let run = JsonRun::start_with_env(&[], env);
     let workload = Command::new(binary())
         .args(["workload", "direct-io", "--file"])
         .arg(&data)

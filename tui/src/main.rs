@@ -56,6 +56,7 @@ fn check() -> Result<()> {
     println!("kernel: {}", env.kernel_release);
     println!("tracefs: {}", env.tracefs.root().display());
     let probes = Probes::load(&env)?;
+    println!("probes: {}", probes.report.mode);
     for tp in &probes.report.attached {
         println!("attached: {tp}");
     }

@@ -1,7 +1,9 @@
 //! Loading and attaching the eBPF probes, with field offsets taken from tracefs.
 
+pub mod btf;
 mod dio;
 pub mod privilege;
+mod raw;
 mod sched;
 mod syscalls;
 pub mod tracefs;
@@ -13,7 +15,7 @@ use aya::{
     programs::{RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
-    block::{ORIGIN_INSERT, ORIGIN_START},
+    block::{GLOBAL_RAW_OFFSETS, ORIGIN_INSERT, ORIGIN_START, RawOffsets},
     dio::{DioOffsets, GLOBAL_DIO_OFFSETS},
     dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
@@ -48,6 +50,8 @@ const DSTATE_RECORD_MIN_NS: u64 = 1_000_000;
 /// Which tracepoint each program sits on, and what is degraded on this kernel.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeReport {
+    /// Raw or classic tracepoints for the block and wakeup probes, and why.
+    pub mode: String,
     pub attached: Vec<String>,
     /// Human-readable notes on missing sources, e.g. attribution falling back.
     pub degraded: Vec<String>,
@@ -125,7 +129,17 @@ impl Probes {
         let mut report = ProbeReport::default();
         let mut plan = Vec::new();
         let mut offsets = Vec::new();
-        for attachment in [&START, &ISSUE, &COMPLETE, &FRONTMERGE, &RQ_MERGE] {
+        let raw = raw::plan(&env.tracefs, env.kernel);
+        report.mode = match &raw {
+            Ok(_) => "raw tracepoints, kernel objects read at BTF offsets".to_string(),
+            Err(why) => format!("classic tracepoints ({why})"),
+        };
+        let classic_block: &[&Attachment] = if raw.is_ok() {
+            &[]
+        } else {
+            &[&START, &ISSUE, &COMPLETE, &FRONTMERGE, &RQ_MERGE]
+        };
+        for &attachment in classic_block {
             match find_tracepoint(&env.tracefs, attachment)? {
                 Some((category, name, format)) => {
                     offsets.push((attachment.global, field_offsets(&format)?));
@@ -173,12 +187,25 @@ impl Probes {
         };
         let sched = sched::plan(&env.tracefs, env.kernel)?;
         report.degraded.extend(sched.degraded.iter().cloned());
-        plan.extend(
-            sched
-                .classic
-                .iter()
-                .map(|&(program, name)| (program, "sched", name)),
-        );
+        let mut raw_plan: Vec<(&str, &str)> = Vec::new();
+        if raw.is_ok() {
+            raw_plan.extend([
+                ("raw_block_start", "block_io_start"),
+                ("raw_block_issue", "block_rq_issue"),
+                ("raw_block_complete", "block_rq_complete"),
+                ("raw_block_rq_merge", "block_rq_merge"),
+            ]);
+        }
+        for &(program, name) in &sched.classic {
+            if raw.is_ok() && program == "dstate_wakeup" {
+                raw_plan.push(("raw_dstate_wakeup", "sched_wakeup"));
+            } else {
+                plan.push((program, "sched", name));
+            }
+        }
+        if sched.raw_switch {
+            raw_plan.push(("dstate_switch_raw", "sched_switch"));
+        }
 
         let mut loader = EbpfLoader::new();
         for (global, fields) in &offsets {
@@ -190,6 +217,11 @@ impl Probes {
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
+        loader.override_global(
+            GLOBAL_RAW_OFFSETS,
+            raw.as_ref().unwrap_or(&RawOffsets::ZERO),
+            true,
+        );
         let mut ebpf = loader
             .load(EBPF_OBJECT)
             .context("load the eBPF object into the kernel")?;
@@ -212,19 +244,19 @@ impl Probes {
                 .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
             report.attached.push(format!("{category}:{name}"));
         }
-        if sched.raw_switch {
-            let program: &mut RawTracePoint = ebpf
-                .program_mut("dstate_switch_raw")
-                .ok_or_else(|| anyhow!("program dstate_switch_raw missing from the eBPF object"))?
+        for (program, name) in raw_plan {
+            let raw_tracepoint: &mut RawTracePoint = ebpf
+                .program_mut(program)
+                .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
                 .try_into()
-                .context("dstate_switch_raw is not a raw tracepoint program")?;
-            program
+                .with_context(|| format!("{program} is not a raw tracepoint program"))?;
+            raw_tracepoint
                 .load()
-                .context("load program dstate_switch_raw (verifier)")?;
-            program
-                .attach("sched_switch")
-                .context("attach dstate_switch_raw to raw tracepoint sched_switch")?;
-            report.attached.push("raw_tp:sched_switch".to_string());
+                .with_context(|| format!("load program {program} (verifier)"))?;
+            raw_tracepoint
+                .attach(name)
+                .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
+            report.attached.push(format!("raw_tp:{name}"));
         }
         Ok(Self { ebpf, report })
     }

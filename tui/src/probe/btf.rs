@@ -1,0 +1,346 @@
+//! A minimal reader of kernel BTF (`/sys/kernel/btf/vmlinux`): struct member offsets and enum
+//! values. The raw tracepoints pass kernel objects (`struct request *`, `struct
+//! task_struct *`); without CO-RE in Rust eBPF, the programs read their fields at offsets
+//! found here at start-up, so nothing kernel-version specific is compiled in.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum BtfError {
+    #[error("not BTF data (bad magic or header)")]
+    BadHeader,
+    #[error("BTF data is truncated")]
+    Truncated,
+    #[error("unknown BTF kind {0}")]
+    UnknownKind(u32),
+    #[error("no struct {0} in the kernel's BTF")]
+    NoStruct(String),
+    #[error("struct {0} has no member {1}")]
+    NoMember(String, String),
+    #[error("no enum value {0} in the kernel's BTF")]
+    NoEnumValue(String),
+}
+
+const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_FWD: u32 = 7;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC: u32 = 12;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_VAR: u32 = 14;
+const KIND_DATASEC: u32 = 15;
+const KIND_FLOAT: u32 = 16;
+const KIND_DECL_TAG: u32 = 17;
+const KIND_TYPE_TAG: u32 = 18;
+const KIND_ENUM64: u32 = 19;
+
+#[derive(Clone, Debug)]
+struct Member {
+    name: u32,
+    type_id: u32,
+    /// Bit offset within the struct.
+    bit_offset: u32,
+}
+
+#[derive(Clone, Debug)]
+enum Type {
+    Composite {
+        members: Vec<Member>,
+    },
+    /// Typedef, const, volatile, restrict, type tag: a name for another type.
+    Alias(u32),
+    Other,
+}
+
+/// Parsed kernel BTF: struct layouts and enum values by name.
+pub struct Btf {
+    strings: Vec<u8>,
+    /// Index = type id (0 is void).
+    types: Vec<Type>,
+    structs: HashMap<String, u32>,
+    enum_values: HashMap<String, i64>,
+}
+
+fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
+    data.get(at..at + 4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+        .ok_or(BtfError::Truncated)
+}
+
+impl Btf {
+    pub fn from_sys_fs() -> Result<Self, String> {
+        let data = std::fs::read("/sys/kernel/btf/vmlinux")
+            .map_err(|e| format!("cannot read /sys/kernel/btf/vmlinux: {e}"))?;
+        Self::parse(&data).map_err(|e| format!("/sys/kernel/btf/vmlinux: {e}"))
+    }
+
+    pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
+        if data.len() < 24 || data[..2] != [0x9f, 0xeb] {
+            return Err(BtfError::BadHeader);
+        }
+        let hdr_len = u32_at(data, 4)? as usize;
+        let type_off = u32_at(data, 8)? as usize;
+        let type_len = u32_at(data, 12)? as usize;
+        let str_off = u32_at(data, 16)? as usize;
+        let str_len = u32_at(data, 20)? as usize;
+        let types_data = data
+            .get(hdr_len + type_off..hdr_len + type_off + type_len)
+            .ok_or(BtfError::Truncated)?;
+        let strings = data
+            .get(hdr_len + str_off..hdr_len + str_off + str_len)
+            .ok_or(BtfError::Truncated)?
+            .to_vec();
+        let mut btf = Self {
+            strings,
+            types: vec![Type::Other],
+            structs: HashMap::new(),
+            enum_values: HashMap::new(),
+        };
+        let mut at = 0;
+        while at < types_data.len() {
+            let name = u32_at(types_data, at)?;
+            let info = u32_at(types_data, at + 4)?;
+            let size_or_type = u32_at(types_data, at + 8)?;
+            at += 12;
+            let vlen = (info & 0xffff) as usize;
+            let kind = (info >> 24) & 0x1f;
+            let kind_flag = info >> 31 == 1;
+            let id = u32::try_from(btf.types.len()).unwrap_or(u32::MAX);
+            let ty = match kind {
+                KIND_INT => {
+                    at += 4;
+                    Type::Other
+                }
+                KIND_PTR | KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    Type::Alias(size_or_type)
+                }
+                KIND_ARRAY => {
+                    at += 12;
+                    Type::Other
+                }
+                KIND_STRUCT | KIND_UNION => {
+                    let mut members = Vec::with_capacity(vlen);
+                    for _ in 0..vlen {
+                        let offset = u32_at(types_data, at + 8)?;
+                        members.push(Member {
+                            name: u32_at(types_data, at)?,
+                            type_id: u32_at(types_data, at + 4)?,
+                            // With kind_flag, the high 8 bits hold a bitfield's size.
+                            bit_offset: if kind_flag {
+                                offset & 0x00ff_ffff
+                            } else {
+                                offset
+                            },
+                        });
+                        at += 12;
+                    }
+                    if kind == KIND_STRUCT && name != 0 {
+                        let name = btf.string(name).to_string();
+                        btf.structs.entry(name).or_insert(id);
+                    }
+                    Type::Composite { members }
+                }
+                KIND_ENUM => {
+                    for _ in 0..vlen {
+                        let value = i64::from(u32_at(types_data, at + 4)? as i32);
+                        let name = btf.string(u32_at(types_data, at)?).to_string();
+                        btf.enum_values.entry(name).or_insert(value);
+                        at += 8;
+                    }
+                    Type::Other
+                }
+                KIND_ENUM64 => {
+                    for _ in 0..vlen {
+                        let lo = u64::from(u32_at(types_data, at + 4)?);
+                        let hi = u64::from(u32_at(types_data, at + 8)?);
+                        let name = btf.string(u32_at(types_data, at)?).to_string();
+                        btf.enum_values
+                            .entry(name)
+                            .or_insert((hi << 32 | lo) as i64);
+                        at += 12;
+                    }
+                    Type::Other
+                }
+                KIND_FUNC_PROTO => {
+                    at += 8 * vlen;
+                    Type::Other
+                }
+                KIND_VAR | KIND_DECL_TAG => {
+                    at += 4;
+                    Type::Other
+                }
+                KIND_DATASEC => {
+                    at += 12 * vlen;
+                    Type::Other
+                }
+                other => return Err(BtfError::UnknownKind(other)),
+            };
+            btf.types.push(ty);
+        }
+        Ok(btf)
+    }
+
+    fn string(&self, offset: u32) -> &str {
+        let start = offset as usize;
+        let end = self.strings[start.min(self.strings.len())..]
+            .iter()
+            .position(|&b| b == 0)
+            .map_or(self.strings.len(), |n| start + n);
+        std::str::from_utf8(&self.strings[start.min(end)..end]).unwrap_or("")
+    }
+
+    fn resolve(&self, mut id: u32) -> u32 {
+        for _ in 0..32 {
+            match self.types.get(id as usize) {
+                Some(Type::Alias(target)) => id = *target,
+                _ => break,
+            }
+        }
+        id
+    }
+
+    /// Byte offset of `strukt.member`, looking into anonymous unions and structs.
+    pub fn member_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
+        let id = *self
+            .structs
+            .get(strukt)
+            .ok_or_else(|| BtfError::NoStruct(strukt.to_string()))?;
+        self.find_member(id, member, 0)
+            .map(|bits| bits / 8)
+            .ok_or_else(|| BtfError::NoMember(strukt.to_string(), member.to_string()))
+    }
+
+    fn find_member(&self, id: u32, member: &str, base_bits: u32) -> Option<u32> {
+        let Type::Composite { members, .. } = self.types.get(id as usize)? else {
+            return None;
+        };
+        for m in members {
+            if m.name != 0 && self.string(m.name) == member {
+                return Some(base_bits + m.bit_offset);
+            }
+        }
+        // Anonymous members: their fields are reachable by name from the outer struct.
+        members.iter().filter(|m| m.name == 0).find_map(|m| {
+            self.find_member(self.resolve(m.type_id), member, base_bits + m.bit_offset)
+        })
+    }
+
+    pub fn enum_value(&self, name: &str) -> Result<i64, BtfError> {
+        self.enum_values
+            .get(name)
+            .copied()
+            .ok_or_else(|| BtfError::NoEnumValue(name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-made BTF blob: `struct s { int a; union { int b; long c; }; int d[2]; }` and
+    /// `enum e { X = 3 }`.
+    fn sample() -> Vec<u8> {
+        let strings = b"\0int\0s\0a\0b\0c\0d\0e\0X\0long\0".to_vec();
+        let at = |name: &str| {
+            strings
+                .windows(name.len() + 1)
+                .position(|w| &w[1..] == name.as_bytes() && w[0] == 0)
+                .unwrap() as u32
+                + 1
+        };
+        let mut types: Vec<u32> = Vec::new();
+        let mut push = |words: &[u32]| types.extend_from_slice(words);
+        push(&[at("int"), KIND_INT << 24, 4, 32]); // 1: int
+        push(&[at("long"), KIND_INT << 24, 8, 64]); // 2: long
+        push(&[0, (KIND_UNION << 24) | 2, 8, at("b"), 1, 0, at("c"), 2, 0]); // 3: anonymous union
+        push(&[0, KIND_ARRAY << 24, 0, 1, 1, 2]); // 4: int[2]
+        push(&[
+            at("s"),
+            (KIND_STRUCT << 24) | 3,
+            24,
+            at("a"),
+            1,
+            0,
+            0,
+            3,
+            64,
+            at("d"),
+            4,
+            128,
+        ]); // 5
+        push(&[at("e"), (KIND_ENUM << 24) | 1, 4, at("X"), 3]); // 6
+        let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut data = vec![0x9f, 0xeb, 1, 0];
+        for word in [
+            24u32,
+            0,
+            type_bytes.len() as u32,
+            type_bytes.len() as u32,
+            strings.len() as u32,
+        ] {
+            data.extend_from_slice(&word.to_le_bytes());
+        }
+        data.extend_from_slice(&type_bytes);
+        data.extend_from_slice(&strings);
+        data
+    }
+
+    #[test]
+    fn offsets_through_anonymous_unions_and_enum_values() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.member_offset("s", "a"), Ok(0));
+        assert_eq!(
+            btf.member_offset("s", "c"),
+            Ok(8),
+            "inside the anonymous union at bit 64"
+        );
+        assert_eq!(btf.member_offset("s", "d"), Ok(16));
+        assert_eq!(
+            btf.member_offset("s", "z"),
+            Err(BtfError::NoMember("s".into(), "z".into()))
+        );
+        assert_eq!(
+            btf.member_offset("t", "a"),
+            Err(BtfError::NoStruct("t".into()))
+        );
+        assert_eq!(btf.enum_value("X"), Ok(3));
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert_eq!(Btf::parse(b"nope").err(), Some(BtfError::BadHeader));
+        let mut truncated = sample();
+        truncated.truncate(40);
+        assert!(Btf::parse(&truncated).is_err());
+    }
+
+    #[test]
+    fn this_kernels_btf_has_what_the_raw_probes_need() {
+        let Ok(btf) = Btf::from_sys_fs() else {
+            eprintln!("no readable kernel BTF here; skipping");
+            return;
+        };
+        for (strukt, member) in [
+            ("request", "__sector"),
+            ("request", "cmd_flags"),
+            ("task_struct", "pid"),
+            ("task_struct", "comm"),
+        ] {
+            assert!(
+                btf.member_offset(strukt, member).is_ok(),
+                "{strukt}.{member}"
+            );
+        }
+        assert_eq!(btf.enum_value("REQ_OP_WRITE"), Ok(1));
+    }
+}

@@ -1,0 +1,70 @@
+//! Whether the block and wakeup probes can run on raw tracepoints here, with which offsets.
+
+use iotop_bpf_common::block::RawOffsets;
+
+use super::{btf::Btf, tracefs::Tracefs};
+
+/// Set to `classic` to force the classic tracepoints (for comparison and tests).
+pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
+
+/// The offsets for the raw probes, or why the classic tracepoints are used.
+pub fn plan(tracefs: &Tracefs, kernel: (u32, u32)) -> Result<RawOffsets, String> {
+    if std::env::var(MODE_ENV).is_ok_and(|v| v == "classic") {
+        return Err(format!("{MODE_ENV}=classic"));
+    }
+    // block_io_start (6.5+) is what attributes requests; the raw block_rq_issue and
+    // block_rq_merge take the request alone from 5.11.
+    if kernel < (6, 5) || !matches!(tracefs.format("block", "block_io_start"), Ok(Some(_))) {
+        return Err("no block_io_start tracepoint (kernel < 6.5)".to_string());
+    }
+    let btf = Btf::from_sys_fs()?;
+    offsets(&btf).map_err(|e| format!("kernel BTF: {e}"))
+}
+
+fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
+    let bit = |name: &str| {
+        btf.enum_value(name)
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+    };
+    // REQ_OP_BITS is a #define; the first flag bit comes right after the operation bits.
+    let op_bits = bit("__REQ_FAILFAST_DEV")?;
+    Ok(RawOffsets {
+        rq_sector: btf.member_offset("request", "__sector")?,
+        rq_data_len: btf.member_offset("request", "__data_len")?,
+        rq_cmd_flags: btf.member_offset("request", "cmd_flags")?,
+        rq_q: btf.member_offset("request", "q")?,
+        q_disk: btf.member_offset("request_queue", "disk")?,
+        disk_major: btf.member_offset("gendisk", "major")?,
+        disk_first_minor: btf.member_offset("gendisk", "first_minor")?,
+        task_pid: btf.member_offset("task_struct", "pid")?,
+        task_comm: btf.member_offset("task_struct", "comm")?,
+        op_mask: if op_bits < 32 {
+            (1 << op_bits) - 1
+        } else {
+            u32::MAX
+        },
+        bit_sync: bit("__REQ_SYNC")?,
+        bit_meta: bit("__REQ_META")?,
+        bit_fua: bit("__REQ_FUA")?,
+        bit_preflush: bit("__REQ_PREFLUSH")?,
+        bit_rahead: bit("__REQ_RAHEAD")?,
+        _pad: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_kernels_btf_gives_every_offset() {
+        let Ok(btf) = Btf::from_sys_fs() else {
+            eprintln!("no readable kernel BTF here; skipping");
+            return;
+        };
+        let o = offsets(&btf).unwrap();
+        assert_eq!(o.op_mask, 0xff, "REQ_OP_BITS is 8");
+        assert!(o.bit_sync > 7 && o.bit_preflush > o.bit_sync);
+        assert!(o.task_comm > o.task_pid);
+    }
+}
