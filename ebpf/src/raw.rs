@@ -101,12 +101,16 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
         return 0;
     };
     let o = RAW_OFFSETS.load();
-    let cmd_flags: u32 = read(rq, o.rq_cmd_flags).unwrap_or(0);
-    let sector: u64 = read(rq, o.rq_sector).unwrap_or(0);
+    // q, cmd_flags and __sector sit in the request's first 64 bytes on every kernel with
+    // block_io_start (the loader checks): one read for the three.
+    let Ok(head) = read::<[u64; 8]>(rq, 0) else {
+        return 0;
+    };
+    let field = |offset: u32| head[(offset as usize / 8) & 7];
+    let cmd_flags = (field(o.rq_cmd_flags) >> ((o.rq_cmd_flags % 8) * 8)) as u32;
+    let sector = field(o.rq_sector);
     // The disk: rq->q->disk->{major, first_minor} (no disk: passthrough, dev 0).
-    let disk: u64 = read(rq, o.rq_q)
-        .and_then(|q: u64| read(q, o.q_disk))
-        .unwrap_or(0);
+    let disk: u64 = read(field(o.rq_q), o.q_disk).unwrap_or(0);
     let dev = if disk == 0 {
         0
     } else {

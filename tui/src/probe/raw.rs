@@ -18,7 +18,22 @@ pub fn plan(tracefs: &Tracefs, kernel: (u32, u32)) -> Result<RawOffsets, String>
         return Err("no block_io_start tracepoint (kernel < 6.5)".to_string());
     }
     let btf = Btf::from_sys_fs()?;
-    offsets(&btf).map_err(|e| format!("kernel BTF: {e}"))
+    let offsets = offsets(&btf).map_err(|e| format!("kernel BTF: {e}"))?;
+    // The completion probe reads q, cmd_flags and __sector in one 64-byte read.
+    let head_fits = [
+        (offsets.rq_q, 8),
+        (offsets.rq_cmd_flags, 4),
+        (offsets.rq_sector, 8),
+    ]
+    .iter()
+    .all(|&(offset, size)| offset + size <= 64 && offset % size == 0);
+    if !head_fits {
+        return Err(
+            "struct request lays out q, cmd_flags or __sector beyond its first 64 bytes"
+                .to_string(),
+        );
+    }
+    Ok(offsets)
 }
 
 fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
