@@ -138,15 +138,22 @@ pub fn block_issue(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let bytes = record.u32(offsets.bytes).unwrap_or(0);
+    issued(&key, bytes);
+    0
+}
+
+/// The driver got the request `key` of `bytes` bytes.
+#[inline(always)]
+pub fn issued(key: &InFlightKey, bytes: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(slot) = inflight::find(&key) {
+    if let Some(slot) = inflight::find(key) {
         // SAFETY: the slot is only touched by this request's own probes; a requeued request
         // is issued again and its device time restarts.
         unsafe {
             (*slot).value.issued_ns = now;
             (*slot).value.remaining_bytes = bytes;
         }
-        return 0;
+        return;
     }
     // No creation seen (the flush machinery's own request, a request created before we
     // attached): attribute it to the issuing task, with no queue time.
@@ -154,8 +161,7 @@ pub fn block_issue(ctx: TracePointContext) -> u32 {
     let mut value = current_task(now, ORIGIN_ISSUE);
     value.issued_ns = now;
     value.remaining_bytes = bytes;
-    inflight::insert(&key, &value);
-    0
+    inflight::insert(key, &value);
 }
 
 /// A bio was merged in front of a queued request: the request now starts at the bio's

@@ -15,15 +15,15 @@ use iotop_bpf_common::{
     COMM_LEN,
     block::{
         FLAG_FUA, FLAG_META, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC, InFlightKey, OP_DISCARD,
-        OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE, ORIGIN_ISSUE, ORIGIN_START, RAW_KEY_DEV, RawOffsets,
+        OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE, ORIGIN_START, RAW_KEY_DEV, RawOffsets,
     },
     dstate::{WakeupOutcome, on_wakeup},
-    maps::{COUNTER_DSTATE_STALE, COUNTER_ISSUE_WITHOUT_START},
+    maps::COUNTER_DSTATE_STALE,
     rwbs::RWBS_READ_LEN,
 };
 
 use crate::{
-    block::{Completion, bump, current_task, finish, unpaired},
+    block::{Completion, bump, current_task, finish, issued, unpaired},
     inflight,
     sched::{DSTATE_EPISODES, Episodes, finished},
 };
@@ -62,20 +62,7 @@ pub fn raw_block_start(ctx: RawTracePointContext) -> i32 {
 pub fn raw_block_issue(ctx: RawTracePointContext) -> i32 {
     let rq: u64 = ctx.arg(0);
     let bytes: u32 = read(rq, RAW_OFFSETS.load().rq_data_len).unwrap_or(0);
-    let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(slot) = inflight::find(&key(rq)) {
-        // SAFETY: only this request's probes touch its slot.
-        unsafe {
-            (*slot).value.issued_ns = now;
-            (*slot).value.remaining_bytes = bytes;
-        }
-        return 0;
-    }
-    bump(COUNTER_ISSUE_WITHOUT_START);
-    let mut value = current_task(now, ORIGIN_ISSUE);
-    value.issued_ns = now;
-    value.remaining_bytes = bytes;
-    inflight::insert(&key(rq), &value);
+    issued(&key(rq), bytes);
     0
 }
 

@@ -45,6 +45,21 @@ pub fn binary() -> PathBuf {
     path
 }
 
+/// A copy of the binary in a fresh directory anyone may enter and run (the checkout may sit
+/// where `nobody` cannot go), for tests that run it unprivileged. Returns (dir, binary).
+#[must_use]
+pub fn unprivileged_copy(tag: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("iotop-bpf-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("iotop-bpf");
+    std::fs::copy(binary(), &exe).unwrap();
+    for path in [&dir, &exe] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (dir, exe)
+}
+
 /// Runs a command and panics with its output when it fails.
 pub fn sh(program: &str, args: &[&str]) -> String {
     let out = Command::new(program)

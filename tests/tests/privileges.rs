@@ -2,7 +2,7 @@
 
 use std::{os::unix::process::CommandExt as _, process::Command};
 
-use iotop_bpf_integration::{binary, require_root};
+use iotop_bpf_integration::{require_root, unprivileged_copy};
 
 #[test]
 #[ignore = "needs root (to switch to an unprivileged user): run with `cargo xtask test`"]
@@ -10,16 +10,7 @@ fn unprivileged_run_explains_and_fails() {
     if !require_root("unprivileged_run_explains_and_fails") {
         return;
     }
-    // A copy anyone may execute: the checkout may sit in a directory `nobody` cannot enter.
-    let dir = std::env::temp_dir().join(format!("iotop-bpf-unpriv-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("iotop-bpf");
-    std::fs::copy(binary(), &exe).unwrap();
-    for path in [&dir, &exe] {
-        let mut perms = std::fs::metadata(path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(path, perms).unwrap();
-    }
+    let (dir, exe) = unprivileged_copy("unpriv");
     for args in [&["--json", "-n", "1"][..], &[][..], &["--batch"][..]] {
         let out = Command::new(&exe)
             .args(args)

@@ -3,21 +3,7 @@
 
 use std::{os::unix::process::CommandExt as _, process::Command};
 
-use iotop_bpf_integration::{JsonRun, LoopFs, binary, require_root, workload};
-
-/// A copy of the binary and a directory that `nobody` may use.
-fn unprivileged_dir(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("iotop-bpf-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("iotop-bpf");
-    std::fs::copy(binary(), &exe).unwrap();
-    for path in [&dir, &exe] {
-        let mut perms = std::fs::metadata(path).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(path, perms).unwrap();
-    }
-    (dir, exe)
-}
+use iotop_bpf_integration::{JsonRun, LoopFs, require_root, unprivileged_copy, workload};
 
 #[test]
 #[ignore = "needs root: run with `cargo xtask test`"]
@@ -25,7 +11,7 @@ fn a_recording_replays_without_root_into_the_same_reports() {
     if !require_root("a_recording_replays_without_root_into_the_same_reports") {
         return;
     }
-    let (dir, exe) = unprivileged_dir("replay");
+    let (dir, exe) = unprivileged_copy("replay");
     let recording = dir.join("incident.ndjson");
     let fs = LoopFs::new("ext4", 256);
     let run = JsonRun::start(&["--record", recording.to_str().unwrap()]);
@@ -82,7 +68,7 @@ fn a_recording_replays_without_root_into_the_same_reports() {
 #[test]
 #[ignore = "needs the release binary: run with `cargo xtask test`"]
 fn a_corrupt_recording_gets_a_clear_message() {
-    let (dir, exe) = unprivileged_dir("corrupt");
+    let (dir, exe) = unprivileged_copy("corrupt");
     let cases = [
         ("empty", String::new(), "is empty"),
         ("garbage", "\u{1}\u{2} not json\n".to_string(), "is not an iotop-bpf recording"),

@@ -180,21 +180,31 @@ pub fn host_name() -> String {
         .unwrap_or_default()
 }
 
-/// The live view: probes first (so a failure prints plainly), then the terminal.
-pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
-    let mut pipeline = Pipeline::start(cli, env)?;
-    let mut app = App::new(UiState {
-        host: host_name(),
-        kernel: env.kernel_release.clone(),
-        notes: pipeline.feed.report().degraded.clone(),
+/// The view's starting state: `-p PID` becomes the filter.
+fn initial_ui(cli: &Cli, host: String, kernel: String, notes: Vec<String>) -> UiState {
+    UiState {
+        host,
+        kernel,
+        notes,
         filter: cli
             .pids
             .first()
             .map(ToString::to_string)
             .unwrap_or_default(),
         ..UiState::default()
-    });
+    }
+}
+
+/// The live view: probes first (so a failure prints plainly), then the terminal.
+pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
+    let mut shutdown = Shutdown::install().context("install signal handlers")?;
+    let mut pipeline = Pipeline::start(cli, env)?;
+    let mut app = App::new(initial_ui(
+        cli,
+        host_name(),
+        env.kernel_release.clone(),
+        pipeline.feed.report().degraded.clone(),
+    ));
 
     let mut guard = TerminalGuard::enter()?;
     let mut input = EventStream::new();
@@ -242,17 +252,12 @@ pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
 pub async fn replay(cli: &Cli, path: &std::path::Path) -> Result<()> {
     let mut shutdown = Shutdown::install().context("install signal handlers")?;
     let mut replay = Replay::open(path)?;
-    let mut app = App::new(UiState {
-        host: replay.header().host.clone(),
-        kernel: replay.header().kernel.clone(),
-        notes: vec![format!("replaying {}", path.display())],
-        filter: cli
-            .pids
-            .first()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
-        ..UiState::default()
-    });
+    let mut app = App::new(initial_ui(
+        cli,
+        replay.header().host.clone(),
+        replay.header().kernel.clone(),
+        vec![format!("replaying {}", path.display())],
+    ));
     let mut guard = TerminalGuard::enter()?;
     let mut input = EventStream::new();
     let mut next_at = Instant::now();

@@ -8,6 +8,33 @@ use super::{
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
+/// The per-disk totals the probes would have counted for `events`.
+pub fn disk_totals_of<'a>(events: impl IntoIterator<Item = &'a BlockIo>) -> Vec<DiskTotals> {
+    let mut by_dev: std::collections::BTreeMap<Dev, DiskTotals> = std::collections::BTreeMap::new();
+    for e in events {
+        let t = by_dev.entry(e.dev).or_insert_with(|| DiskTotals {
+            dev: e.dev,
+            ..DiskTotals::default()
+        });
+        let op = match e.op {
+            Op::Read => 0,
+            Op::Write => 1,
+            Op::Flush => 2,
+            Op::Discard => 3,
+            Op::Other => 4,
+        };
+        t.requests[op] += 1;
+        t.bytes[op] += u64::from(e.bytes);
+        t.latency_ns[op] += e.latency_ns();
+        t.queue_ns += e.queue_ns();
+        t.device_ns += e.device_ns();
+        t.total_hist[iotop_bpf_common::hist::log2_slot(e.latency_ns()) as usize] += 1;
+        t.queue_hist[iotop_bpf_common::hist::log2_slot(e.queue_ns()) as usize] += 1;
+        t.device_hist[iotop_bpf_common::hist::log2_slot(e.device_ns()) as usize] += 1;
+    }
+    by_dev.into_values().collect()
+}
+
 /// A busy host: a database writing pages to nvme0n1, a backup reading big blocks from loop0,
 /// lab001 (128-byte appends, each followed by fsync) and the journal threads, and a slow
 /// outlier.
@@ -93,34 +120,7 @@ pub fn demo_snapshot() -> Snapshot {
         });
     }
 
-    let mut totals: Vec<DiskTotals> = Vec::new();
-    for e in &events {
-        let t = match totals.iter_mut().position(|t| t.dev == e.dev) {
-            Some(i) => &mut totals[i],
-            None => {
-                totals.push(DiskTotals {
-                    dev: e.dev,
-                    ..DiskTotals::default()
-                });
-                totals.last_mut().expect("just pushed")
-            }
-        };
-        let op = match e.op {
-            Op::Read => 0,
-            Op::Write => 1,
-            Op::Flush => 2,
-            Op::Discard => 3,
-            Op::Other => 4,
-        };
-        t.requests[op] += 1;
-        t.bytes[op] += u64::from(e.bytes);
-        t.latency_ns[op] += e.latency_ns();
-        t.queue_ns += e.queue_ns();
-        t.device_ns += e.device_ns();
-        t.total_hist[iotop_bpf_common::hist::log2_slot(e.latency_ns()) as usize] += 1;
-        t.queue_hist[iotop_bpf_common::hist::log2_slot(e.queue_ns()) as usize] += 1;
-        t.device_hist[iotop_bpf_common::hist::log2_slot(e.device_ns()) as usize] += 1;
-    }
+    let totals = disk_totals_of(&events);
     let mut model = Aggregator::new(Settings::default(), 0);
     let sample = |now_ns, busy| KernelSample {
         now_ns,

@@ -35,38 +35,11 @@ fn io(
     }
 }
 
-/// Kernel totals consistent with a set of events (what the probes would have counted).
-fn totals_of(events: &[BlockIo]) -> Vec<DiskTotals> {
-    let mut by_dev: std::collections::BTreeMap<Dev, DiskTotals> = std::collections::BTreeMap::new();
-    for e in events {
-        let t = by_dev.entry(e.dev).or_insert_with(|| DiskTotals {
-            dev: e.dev,
-            ..DiskTotals::default()
-        });
-        let op = match e.op {
-            Op::Read => 0,
-            Op::Write => 1,
-            Op::Flush => 2,
-            Op::Discard => 3,
-            Op::Other => 4,
-        };
-        t.requests[op] += 1;
-        t.bytes[op] += u64::from(e.bytes);
-        t.latency_ns[op] += e.latency_ns();
-        t.queue_ns += e.queue_ns();
-        t.device_ns += e.device_ns();
-        t.total_hist[iotop_bpf_common::hist::log2_slot(e.latency_ns()) as usize] += 1;
-        t.queue_hist[iotop_bpf_common::hist::log2_slot(e.queue_ns()) as usize] += 1;
-        t.device_hist[iotop_bpf_common::hist::log2_slot(e.device_ns()) as usize] += 1;
-    }
-    by_dev.into_values().collect()
-}
-
 fn sample(now_ns: u64, events: &[BlockIo]) -> KernelSample {
     KernelSample {
         now_ns,
         counters: KernelCounters::default(),
-        disks: totals_of(events),
+        disks: super::fixtures::disk_totals_of(events),
         diskstats: vec![],
         logical_writes: vec![],
         dstate_now: vec![],

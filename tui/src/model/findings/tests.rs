@@ -207,14 +207,14 @@ fn occasional_small_syncs_are_not_a_pattern() {
 /// A richer builder for the remaining detectors: requests with chosen latency and sector.
 struct Requests {
     model: Aggregator,
-    disk_totals: std::collections::BTreeMap<Dev, crate::model::DiskTotals>,
+    requests: Vec<BlockIo>,
 }
 
 impl Requests {
     fn new() -> Self {
         Self {
             model: Aggregator::new(Settings::default(), 0),
-            disk_totals: std::collections::BTreeMap::new(),
+            requests: Vec::new(),
         }
     }
 
@@ -246,26 +246,7 @@ impl Requests {
             kernel_thread: false,
         };
         self.model.ingest(&io);
-        let t = self
-            .disk_totals
-            .entry(DISK)
-            .or_insert_with(|| crate::model::DiskTotals {
-                dev: DISK,
-                ..Default::default()
-            });
-        let i = match op {
-            Op::Read => 0,
-            Op::Write => 1,
-            Op::Flush => 2,
-            Op::Discard => 3,
-            Op::Other => 4,
-        };
-        t.requests[i] += 1;
-        t.bytes[i] += u64::from(bytes);
-        t.latency_ns[i] += io.latency_ns();
-        t.total_hist[iotop_bpf_common::hist::log2_slot(io.latency_ns()) as usize] += 1;
-        t.queue_hist[iotop_bpf_common::hist::log2_slot(io.queue_ns()) as usize] += 1;
-        t.device_hist[iotop_bpf_common::hist::log2_slot(io.device_ns()) as usize] += 1;
+        self.requests.push(io);
     }
 
     #[expect(clippy::too_many_arguments, reason = "a terse test builder")]
@@ -318,7 +299,7 @@ impl Requests {
         self.model.settle_all(u64::MAX / 2);
         let snap = self.model.tick(&KernelSample {
             now_ns: 1_000 * MS,
-            disks: self.disk_totals.into_values().collect(),
+            disks: crate::model::fixtures::disk_totals_of(&self.requests),
             names: vec![(DISK, "loop0".into())],
             ..KernelSample::default()
         });
