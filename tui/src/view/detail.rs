@@ -11,7 +11,7 @@ use ratatui::{
 
 use super::{Theme, UiState, findings, latency::slot_label, procs};
 use crate::{
-    model::{Party, ProcRow, Snapshot},
+    model::{Latency, Party, ProcRow, Snapshot},
     units,
 };
 
@@ -100,26 +100,22 @@ fn summary_lines<'a>(
         Line::from(vec![
             Span::styled("I/O   ", theme.key),
             Span::raw(format!(
-                "{:.0} r/s {:.0} w/s  read {}/s write {}/s  latency p50 {} p99 {} max {}",
+                "{:.0} r/s {:.0} w/s  read {}/s write {}/s  latency {}",
                 rate(f.reads),
                 rate(f.writes),
                 units::bytes(rate(f.read_bytes)),
                 units::bytes(rate(f.write_bytes)),
-                units::latency(f.latency.p50_ns),
-                units::latency(f.latency.p99_ns),
-                units::latency(f.latency.max_ns),
+                latency_summary(&f.latency),
             )),
         ]),
         Line::from(vec![
             Span::styled("SYNC  ", theme.key),
             Span::raw(format!(
-                "{:.0}/s ({} calls, {} failed)  latency p50 {} p99 {} max {}",
+                "{:.0}/s ({} calls, {} failed)  latency {}",
                 rate(s.syncs),
                 s.syncs,
                 s.errors,
-                units::latency(s.latency.p50_ns),
-                units::latency(s.latency.p99_ns),
-                units::latency(s.latency.max_ns),
+                latency_summary(&s.latency),
             )),
         ]),
         Line::from(vec![
@@ -239,4 +235,13 @@ fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &The
     )
     .header(Row::new(["call", "fd", "latency", "bytes", "ret", "file"]).style(theme.header));
     frame.render_widget(table, area);
+}
+
+fn latency_summary(l: &Latency) -> String {
+    format!(
+        "p50 {} p99 {} max {}",
+        units::latency(l.p50_ns),
+        units::latency(l.p99_ns),
+        units::latency(l.max_ns)
+    )
 }

@@ -14,7 +14,7 @@ mod write_amplification;
 
 use std::collections::BTreeMap;
 
-use super::{Dev, Snapshot};
+use super::{Dev, ProcRow, Snapshot};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FindingKind {
@@ -93,13 +93,20 @@ pub struct Finding {
     pub last_seen_ns: u64,
 }
 
+/// Detectors that judge one process at a time.
+const PER_PROCESS: [fn(&Snapshot, &ProcRow) -> Option<Finding>; 4] = [
+    sub_block_tail_write::check,
+    write_amplification::check,
+    unaligned_direct_io::check,
+    sync_storm::check,
+];
+
 /// Runs every detector on one interval.
 pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    let mut found = Vec::new();
-    found.extend(sub_block_tail_write::detect(snap));
-    found.extend(write_amplification::detect(snap));
-    found.extend(unaligned_direct_io::detect(snap));
-    found.extend(sync_storm::detect(snap));
+    let mut found: Vec<Finding> = PER_PROCESS
+        .iter()
+        .flat_map(|check| snap.procs.iter().filter_map(|p| check(snap, p)))
+        .collect();
     found.extend(disk_patterns::detect(snap));
     found.extend(latency_shape::detect(snap));
     found.extend(long_d_state::detect(snap));

@@ -18,15 +18,11 @@ pub const MIN_ZEROING_WRITES: u64 = 3;
 /// Block-finishing write requests seen, as a share of the predicted zeroing writes.
 pub const MIN_CONFIRMED_SHARE: f64 = 0.25;
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    snap.procs.iter().filter_map(|p| check(snap, p)).collect()
-}
-
 #[expect(
     clippy::cast_precision_loss,
     reason = "ratios for display and thresholds"
 )]
-fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
+pub fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
     let dio = &proc.interval.dio;
     if dio.tail_writes < MIN_ZEROING_WRITES {
         return None;

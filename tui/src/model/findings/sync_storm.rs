@@ -10,15 +10,11 @@ use crate::{
 pub const MIN_SYNC_TIME_SHARE: f64 = 0.5;
 pub const MIN_SYNCS_PER_S: f64 = 10.0;
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    snap.procs.iter().filter_map(|p| check(snap, p)).collect()
-}
-
 #[expect(
     clippy::cast_precision_loss,
     reason = "ratios for display and thresholds"
 )]
-fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
+pub fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
     let s = &proc.interval.sync;
     let rate = per_second(snap, s.syncs);
     let waited_ns = s.latency.mean_ns.saturating_mul(s.syncs);

@@ -8,11 +8,7 @@ use crate::model::{ProcRow, Snapshot};
 /// Unaligned calls in one interval before it is a pattern.
 pub const MIN_UNALIGNED_CALLS: u64 = 10;
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    snap.procs.iter().filter_map(|p| check(snap, p)).collect()
-}
-
-fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
+pub fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
     let dio = &proc.interval.dio;
     if dio.unaligned_physical < MIN_UNALIGNED_CALLS || dio.physical_block_size == 0 {
         return None;

@@ -17,15 +17,11 @@ pub const MIN_AMPLIFICATION: f64 = 4.0;
 /// From here on it is critical.
 pub const CRITICAL_AMPLIFICATION: f64 = 32.0;
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    snap.procs.iter().filter_map(|p| check(snap, p)).collect()
-}
-
 #[expect(
     clippy::cast_precision_loss,
     reason = "ratios of byte counts for display"
 )]
-fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
+pub fn check(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
     let s = &proc.interval.sync;
     let syncs_per_s = per_second(snap, s.syncs);
     if s.syncs == 0 || syncs_per_s < MIN_SYNCS_PER_S || s.window_bytes == 0 {
