@@ -1,13 +1,11 @@
 //! Record framing on the ring buffer.
 
-/// Bumped whenever a wire type changes shape; recordings carry it in their header.
-pub const ABI_VERSION: u32 = 1;
-
 /// Kind of a ring-buffer record, stored in [`RecordHeader::kind`].
 pub const RECORD_BLOCK_IO: u16 = 1;
 pub const RECORD_SYNC_CALL: u16 = 2;
 pub const RECORD_DSTATE: u16 = 3;
 pub const RECORD_DIO: u16 = 4;
+pub const RECORD_EXIT: u16 = 5;
 
 /// The first 8 bytes of every ring-buffer record.
 ///

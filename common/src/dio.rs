@@ -6,11 +6,13 @@ use crate::abi::{COMM_LEN, RecordHeader};
 /// `IOCB_DIRECT` and `IOCB_WRITE` in the tracepoint's `ki_flags`.
 pub const KI_DIRECT: u32 = 1 << 17;
 pub const KI_WRITE: u32 = 1 << 18;
-/// Calls whose offset and size are both multiples of this are not streamed: they cannot be
-/// sub-block on filesystems with blocks up to 4 KiB, nor unaligned on 4 KiB devices.
-pub const STREAM_ALIGN: u64 = 4096;
+/// Map holding one `u64`: calls whose offset and size are both multiples of it are not
+/// streamed. User space keeps it at the largest filesystem block or physical block size in
+/// use (aligned calls cannot cause sub-block zeroing or a device read-modify-write), and
+/// updates it when filesystems are mounted.
+pub const DIO_STREAM_ALIGN: &str = "DIO_STREAM_ALIGN";
 
-/// One direct I/O call that is not 4 KiB-aligned.
+/// One direct I/O call that is not aligned to [`DIO_STREAM_ALIGN`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
@@ -80,13 +82,16 @@ pub const fn predicted_zeroing(pos: u64, count: u64, isize: u64, block: u64) -> 
         return (0, 0);
     }
     let mask = block - 1;
-    let end = pos + count;
+    // Absurd values (a corrupt replay) give no zeroing rather than an overflow.
+    let (Some(end), Some(eof_block_end)) = (pos.checked_add(count), isize.checked_add(mask)) else {
+        return (0, 0);
+    };
+    let eof_block_end = eof_block_end & !mask;
     let tail = if end & mask != 0 && end >= isize {
         block - (end & mask)
     } else {
         0
     };
-    let eof_block_end = (isize + mask) & !mask;
     let head = if pos & mask != 0 && (pos & !mask) >= eof_block_end {
         pos & mask
     } else {
@@ -145,5 +150,15 @@ mod tests {
             "unknown block size"
         );
         assert_eq!(predicted_zeroing(10, 0, 0, 4096), (0, 0));
+        assert_eq!(
+            predicted_zeroing(u64::MAX, 512, 0, 4096),
+            (0, 0),
+            "overflow"
+        );
+        assert_eq!(
+            predicted_zeroing(0, 512, u64::MAX, 4096),
+            (0, 0),
+            "overflow"
+        );
     }
 }

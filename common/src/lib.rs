@@ -14,6 +14,7 @@ pub mod dio;
 pub mod dstate;
 pub mod hist;
 pub mod maps;
+pub mod process;
 pub mod rwbs;
 pub mod sync;
 pub mod tracepoint;

@@ -74,4 +74,6 @@ mod pod {
     unsafe impl aya::Pod for crate::block::RawOffsets {}
     unsafe impl aya::Pod for crate::dstate::SchedOffsets {}
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
+    unsafe impl aya::Pod for crate::process::ExitOffsets {}
+    unsafe impl aya::Pod for crate::sync::FileOffsets {}
 }

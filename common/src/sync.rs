@@ -20,6 +20,10 @@ pub const MS_SYNC: u64 = 4;
 /// `window_bytes` is what the thread group asked to write to this fd (write, pwrite64,
 /// writev, pwritev, pwritev2) since the previous sync of the same fd, or since the probes
 /// were attached: the logical payload this sync made durable.
+///
+/// `ino`, `fs_dev` and `blkbits` identify the synced file and its filesystem's block size,
+/// read in the kernel while the call runs (the process may be gone before user space could
+/// look at its fds); all zero when unknown.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
@@ -31,16 +35,66 @@ pub struct SyncCallRecord {
     pub window_bytes: u64,
     /// Write calls in the window.
     pub window_writes: u64,
+    pub ino: u64,
     pub tgid: u32,
     pub pid: u32,
     /// -1 for calls without a file (`sync`, `msync`).
     pub fd: i32,
+    /// The file's superblock device (kernel `dev_t`).
+    pub fs_dev: u32,
     pub kind: u8,
-    pub _pad: [u8; 3],
+    /// log2 of the filesystem's block size.
+    pub blkbits: u8,
+    pub _pad: [u8; 6],
     pub comm: [u8; COMM_LEN],
+    /// The file's name (its last path component, NUL-padded): names the file of a process
+    /// that exits before user space can look at its fds.
+    pub name: [u8; FILE_NAME_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 80);
+/// Bytes of a synced file's name kept in a record.
+pub const FILE_NAME_LEN: usize = 32;
+
+const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 128);
+
+/// Offsets, from BTF, of the kernel objects between a task and its file's superblock:
+/// `task->files->fdt->fd[n]->f_inode->{i_ino, i_sb->{s_dev, s_blocksize_bits}}`. All zero:
+/// not available (no BTF), the fields stay zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct FileOffsets {
+    pub task_files: u32,
+    pub files_fdt: u32,
+    pub fdt_max_fds: u32,
+    pub fdt_fd: u32,
+    pub file_inode: u32,
+    pub inode_ino: u32,
+    pub inode_sb: u32,
+    pub sb_dev: u32,
+    pub sb_blocksize_bits: u32,
+    /// `file->f_path.dentry` and `dentry->d_name.name`.
+    pub file_dentry: u32,
+    pub dentry_name: u32,
+}
+
+impl FileOffsets {
+    pub const ZERO: Self = Self {
+        task_files: 0,
+        files_fdt: 0,
+        fdt_max_fds: 0,
+        fdt_fd: 0,
+        file_inode: 0,
+        inode_ino: 0,
+        inode_sb: 0,
+        sb_dev: 0,
+        sb_blocksize_bits: 0,
+        file_dentry: 0,
+        dentry_name: 0,
+    };
+}
+
+pub const GLOBAL_FILE_OFFSETS: &str = "FILE_OFFSETS";
 
 /// A sync call in progress, per thread.
 #[repr(C)]

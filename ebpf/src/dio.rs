@@ -1,16 +1,18 @@
 //! Direct I/O calls from `iomap:iomap_dio_rw_begin` (ext4, XFS and every iomap user). Only
-//! calls that are not 4 KiB-aligned are streamed: the others cannot cause sub-block zeroing
-//! or device read-modify-write, and a database's aligned direct I/O stays free.
+//! calls that are not aligned to the largest filesystem or physical block size in use (a map
+//! user space keeps current) are streamed: the others cannot cause sub-block zeroing or a
+//! device read-modify-write, and a database's aligned direct I/O stays free.
 
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::tracepoint,
+    macros::{map, tracepoint},
+    maps::Array,
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DIO, RecordHeader,
-    dio::{DioOffsets, DioRecord, STREAM_ALIGN},
+    dio::{DioOffsets, DioRecord},
     maps::COUNTER_RING_DROPPED,
 };
 
@@ -22,6 +24,10 @@ use crate::{
 #[unsafe(no_mangle)]
 static DIO_OFFSETS: Global<DioOffsets> = Global::new(DioOffsets::ABSENT);
 
+/// One power of two: the alignment below which calls are streamed.
+#[map]
+static DIO_STREAM_ALIGN: Array<u64> = Array::with_max_entries(1, 0);
+
 #[tracepoint]
 pub fn dio_begin(ctx: TracePointContext) -> u32 {
     let o = DIO_OFFSETS.load();
@@ -29,7 +35,12 @@ pub fn dio_begin(ctx: TracePointContext) -> u32 {
     let (Ok(pos), Ok(count)) = (w.u64(o.pos), w.u64(o.count)) else {
         return 0;
     };
-    if (pos | count) & (STREAM_ALIGN - 1) == 0 {
+    // 0 (not set yet) streams every call not aligned to a 512-byte sector.
+    let align = match DIO_STREAM_ALIGN.get(0) {
+        Some(&align) if align != 0 => align,
+        _ => 512,
+    };
+    if (pos | count) & (align - 1) == 0 {
         return 0;
     }
     let (Ok(dev), Ok(ino), Ok(isize), Ok(ki_flags)) = (

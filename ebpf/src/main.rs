@@ -9,6 +9,7 @@
 
 mod block;
 mod dio;
+mod exit;
 mod fields;
 mod inflight;
 mod raw;

@@ -159,9 +159,11 @@ fn a_sleeping_process_is_never_listed() {
         in_d(&intervals, pid).is_empty() && recent(&intervals, pid).is_empty(),
         "sleep (S state) listed in D"
     );
-    assert!(
-        entries_of(&intervals, pid)
-            .iter()
-            .all(|p| num(p, "dstate_ms") == 0)
-    );
+    // Starting a program may block it briefly in D (page faults reading the binary); its
+    // three seconds of sleep are S, and must not count.
+    let d_ms: u64 = entries_of(&intervals, pid)
+        .iter()
+        .map(|p| num(p, "dstate_ms"))
+        .sum();
+    assert!(d_ms < 100, "sleep counted {d_ms} ms in D");
 }

@@ -83,8 +83,12 @@ fn lab001_on_ext4_is_named_with_its_amplification() {
         f["summary"]
             .as_str()
             .unwrap()
-            .contains("each followed by fsync"),
+            .contains("fsync after 128 B writes"),
         "{f}"
+    );
+    assert!(
+        f["files"][0].as_str().unwrap().contains("small-sync-"),
+        "the finding names the synced file: {f}"
     );
     assert!(!f["hint"].as_str().unwrap().is_empty() && !f["why"].as_str().unwrap().is_empty());
 }

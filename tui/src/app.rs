@@ -4,14 +4,11 @@ use anyhow::{Context as _, Result};
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt as _;
 use ratatui::{Terminal, backend::Backend};
-use tokio::time::{Instant, MissedTickBehavior, interval, interval_at};
 
 use crate::{
     cli::Cli,
-    headless::{DRAIN_EVERY, Pipeline},
     model::Snapshot,
-    probe::privilege::Environment,
-    replay::Replay,
+    pipeline::{Pipeline, Step},
     shutdown::Shutdown,
     term::TerminalGuard,
     view::{self, Focus, Theme, UiState, disks, procs},
@@ -173,13 +170,6 @@ impl App {
     }
 }
 
-/// Host name for the status bar.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// The view's starting state: `-p PID` becomes the filter.
 fn initial_ui(cli: &Cli, host: String, kernel: String, notes: Vec<String>) -> UiState {
     UiState {
@@ -188,113 +178,62 @@ fn initial_ui(cli: &Cli, host: String, kernel: String, notes: Vec<String>) -> Ui
         notes,
         filter: cli
             .pids
-            .first()
+            .iter()
             .map(ToString::to_string)
-            .unwrap_or_default(),
+            .collect::<Vec<_>>()
+            .join(","),
         ..UiState::default()
     }
 }
 
-/// The live view: probes first (so a failure prints plainly), then the terminal.
-pub async fn run(cli: &Cli, env: &Environment) -> Result<()> {
+/// The live view over a pipeline (the probes, or a recording replayed at its recorded pace
+/// times `--speed`, where pause stops the clock). The pipeline is started before the
+/// terminal is taken, so a failure to load the probes prints plainly.
+pub async fn run(cli: &Cli, mut pipeline: Pipeline) -> Result<()> {
     let mut shutdown = Shutdown::install().context("install signal handlers")?;
-    let mut pipeline = Pipeline::start(cli, env)?;
-    let mut app = App::new(initial_ui(
-        cli,
-        host_name(),
-        env.kernel_release.clone(),
-        pipeline.feed.report().degraded.clone(),
-    ));
-
-    let mut guard = TerminalGuard::enter()?;
-    let mut input = EventStream::new();
-    let mut reports = interval_at(Instant::now() + cli.delay, cli.delay);
-    reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut drains = interval(DRAIN_EVERY);
-    drains.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut intervals = 0u64;
-    app.draw(guard.terminal())?;
-
-    loop {
-        tokio::select! {
-            biased;
-            () = shutdown.recv() => break,
-            event = input.next() => match event {
-                Some(Ok(event)) => {
-                    if app.on_event(&event) == Flow::Quit {
-                        break;
-                    }
-                    app.draw(guard.terminal())?;
-                }
-                Some(Err(e)) => return Err(e).context("read the terminal"),
-                None => break,
-            },
-            _ = reports.tick() => {
-                app.update(pipeline.close_interval(false)?);
-                app.draw(guard.terminal())?;
-                intervals += 1;
-                if cli.iterations.is_some_and(|n| intervals >= n) {
-                    break;
-                }
-            }
-            filling = pipeline.feed.filling() => {
-                filling.context("wait for the ring buffer")?;
-                pipeline.drain()?;
-            }
-            _ = drains.tick() => pipeline.drain()?,
-        }
+    let mut notes = pipeline.notes();
+    if let Some(path) = &cli.replay {
+        notes.insert(0, format!("replaying {}", path.display()));
     }
-    Ok(())
-}
-
-/// The live view over a recording: intervals replayed at their recorded pace (times
-/// `--speed`); pause stops the clock. No root needed.
-pub async fn replay(cli: &Cli, path: &std::path::Path) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
-    let mut replay = Replay::open(path)?;
-    let mut app = App::new(initial_ui(
-        cli,
-        replay.header().host.clone(),
-        replay.header().kernel.clone(),
-        vec![format!("replaying {}", path.display())],
-    ));
+    let info = pipeline.info().clone();
+    let mut app = App::new(initial_ui(cli, info.host, info.kernel, notes));
     let mut guard = TerminalGuard::enter()?;
     let mut input = EventStream::new();
-    let mut next_at = Instant::now();
+    let mut intervals = 0u64;
     let mut ended = false;
     app.draw(guard.terminal())?;
     loop {
-        let paused = app.ui.paused || ended;
+        pipeline.hold(app.ui.paused);
         tokio::select! {
             biased;
             () = shutdown.recv() => break,
             event = input.next() => match event {
                 Some(Ok(event)) => {
-                    let was_paused = app.ui.paused;
                     if app.on_event(&event) == Flow::Quit {
                         break;
-                    }
-                    if was_paused && !app.ui.paused {
-                        next_at = Instant::now();
                     }
                     app.draw(guard.terminal())?;
                 }
                 Some(Err(e)) => return Err(e).context("read the terminal"),
                 None => break,
             },
-            () = tokio::time::sleep_until(next_at), if !paused => {
-                match replay.next_interval()? {
-                    Some(snap) => {
-                        let pace = std::time::Duration::from_nanos(snap.interval_ns).div_f64(cli.speed);
-                        next_at = Instant::now() + pace;
-                        app.update(snap);
+            step = pipeline.next(), if !ended => {
+                match step? {
+                    Step::Interval(snap) => {
+                        app.update(*snap);
+                        intervals += 1;
                     }
-                    None => {
+                    Step::End => {
                         ended = true;
-                        app.ui.notes = vec![format!("end of the recording {} (q quits)", path.display())];
+                        if let Some(path) = &cli.replay {
+                            app.ui.notes = vec![format!("end of the recording {} (q quits)", path.display())];
+                        }
                     }
                 }
                 app.draw(guard.terminal())?;
+                if cli.iterations.is_some_and(|n| intervals >= n) {
+                    break;
+                }
             }
         }
     }

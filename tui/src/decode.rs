@@ -1,16 +1,19 @@
-//! Ring-buffer records to model events. A short or unknown record is an error the caller
-//! counts and skips; it never stops the pipeline.
+//! Ring-buffer records to model inputs. A short or unknown record is an error the caller
+//! counts (as [`Input::BadRecords`]) and skips; it never stops the pipeline.
 
 use iotop_bpf_common::{
-    RECORD_BLOCK_IO, RECORD_DIO, RECORD_DSTATE, RECORD_SYNC_CALL, RecordHeader,
+    RECORD_BLOCK_IO, RECORD_DIO, RECORD_DSTATE, RECORD_EXIT, RECORD_SYNC_CALL, RecordHeader,
     block::BlockIoRecord,
     dio::{DioRecord, KI_WRITE},
     dstate::DStateRecord,
+    process::ExitRecord,
     sync::SyncCallRecord,
 };
 use thiserror::Error;
 
-use crate::model::{BlockIo, Comm, DStateEpisode, Dev, DioCall, FileRef, Op, SyncCall, SyncKind};
+use crate::model::{
+    BlockIo, Comm, DStateEpisode, Dev, DioCall, FileRef, Input, Op, ProcessExit, SyncCall, SyncKind,
+};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
@@ -28,16 +31,8 @@ pub enum DecodeError {
     UnknownSyncKind(u8),
 }
 
-/// A decoded record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Record {
-    Block(BlockIo),
-    Sync(SyncCall),
-    DState(DStateEpisode),
-    Dio(DioCall),
-}
-
-pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+/// One ring-buffer record as a model input (never a sample or a bad-record count).
+pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
     let header_len = size_of::<RecordHeader>();
     let header: RecordHeader = bytes
         .get(..header_len)
@@ -46,17 +41,17 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     match header.kind {
         RECORD_BLOCK_IO => {
             let raw: BlockIoRecord = read_exact(&header, bytes)?;
-            Ok(Record::Block(block_io(&raw)))
+            Ok(Input::Block(block_io(&raw)))
         }
         RECORD_SYNC_CALL => {
             let raw: SyncCallRecord = read_exact(&header, bytes)?;
-            Ok(Record::Sync(sync_call(&raw)?))
+            Ok(Input::Sync(sync_call(&raw)?))
         }
         RECORD_DSTATE => {
             let raw: DStateRecord = read_exact(&header, bytes)?;
             let e = raw.episode;
-            Ok(Record::DState(DStateEpisode {
-                pid: e.pid,
+            Ok(Input::DState(DStateEpisode {
+                tid: e.pid,
                 tgid: e.tgid,
                 comm: Comm::from_bytes(e.comm),
                 start_ns: e.start_ns,
@@ -68,9 +63,9 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         RECORD_DIO => {
             let raw: DioRecord = read_exact(&header, bytes)?;
             let dev = Dev::from_kernel(raw.dev);
-            Ok(Record::Dio(DioCall {
+            Ok(Input::Dio(DioCall {
                 tgid: raw.tgid,
-                pid: raw.pid,
+                tid: raw.pid,
                 comm: Comm::from_bytes(raw.comm),
                 ts_ns: raw.ts_ns,
                 fs_dev: dev,
@@ -83,6 +78,15 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
                 fs_block_size: 0,
                 logical_block_size: 0,
                 physical_block_size: 0,
+                fs_start_sector: 0,
+                file: None,
+            }))
+        }
+        RECORD_EXIT => {
+            let raw: ExitRecord = read_exact(&header, bytes)?;
+            Ok(Input::Exit(ProcessExit {
+                tgid: raw.tgid,
+                ts_ns: raw.ts_ns,
             }))
         }
         kind => Err(DecodeError::UnknownKind(kind)),
@@ -110,7 +114,7 @@ fn block_io(raw: &BlockIoRecord) -> BlockIo {
         op: Op::from_code(raw.op),
         flags: raw.flags | iotop_bpf_common::rwbs::parse(&raw.rwbs).1,
         tgid: raw.tgid,
-        pid: raw.pid,
+        tid: raw.pid,
         comm: Comm::from_bytes(raw.comm),
         created_ns: raw.created_ns,
         issued_ns: raw.issued_ns,
@@ -125,7 +129,7 @@ fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
     let fd = (raw.fd >= 0).then_some(raw.fd);
     Ok(SyncCall {
         tgid: raw.tgid,
-        pid: raw.pid,
+        tid: raw.pid,
         comm: Comm::from_bytes(raw.comm),
         kind,
         fd,
@@ -140,6 +144,15 @@ fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
             FileRef::NoFile
         },
         dev: None,
+        // A sane block size (512 B to 16 MiB), or unknown.
+        fs_block_size: if (9..=24).contains(&raw.blkbits) {
+            1 << raw.blkbits
+        } else {
+            0
+        },
+        fs_dev: (raw.fs_dev != 0).then(|| Dev::from_kernel(raw.fs_dev)),
+        ino: raw.ino,
+        name: Comm::text(&raw.name),
     })
 }
 
@@ -179,11 +192,11 @@ mod tests {
     #[test]
     fn decodes_a_block_record() {
         let raw = sample();
-        let Ok(Record::Block(io)) = decode(bytemuck::bytes_of(&raw)) else {
+        let Ok(Input::Block(io)) = decode(bytemuck::bytes_of(&raw)) else {
             panic!("not a block record")
         };
         assert_eq!(io.dev, Dev::new(7, 3));
-        assert_eq!((io.tgid, io.pid, io.bytes), (42, 43, 4096));
+        assert_eq!((io.tgid, io.tid, io.bytes), (42, 43, 4096));
         assert_eq!(io.op, Op::Write);
         assert!(io.is_sync());
         assert_eq!(io.comm.to_string(), "fio");
@@ -208,14 +221,22 @@ mod tests {
             ret: 0,
             window_bytes: 128,
             window_writes: 1,
+            ino: 12,
             tgid: 7,
             pid: 8,
             fd: 3,
+            fs_dev: (7 << 20) | 1,
             kind: iotop_bpf_common::sync::SYNC_FDATASYNC,
-            _pad: [0; 3],
+            blkbits: 10,
+            _pad: [0; 6],
             comm,
+            name: {
+                let mut name = [0u8; 32];
+                name[..7].copy_from_slice(b"wal.log");
+                name
+            },
         };
-        let Ok(Record::Sync(call)) = decode(bytemuck::bytes_of(&raw)) else {
+        let Ok(Input::Sync(call)) = decode(bytemuck::bytes_of(&raw)) else {
             panic!("not a sync record")
         };
         assert_eq!(
@@ -223,6 +244,12 @@ mod tests {
             (SyncKind::Fdatasync, Some(3), 4_000)
         );
         assert_eq!((call.window_bytes, call.window_writes), (128, 1));
+        assert_eq!(
+            (call.fs_block_size, call.fs_dev, call.ino),
+            (1024, Some(Dev::new(7, 1)), 12),
+            "the file's identity and block size, read in the kernel"
+        );
+        assert_eq!(call.name, "wal.log");
         let mut bad = raw;
         bad.kind = 99;
         assert_eq!(
@@ -232,7 +259,7 @@ mod tests {
         let mut no_fd = raw;
         no_fd.fd = -1;
         no_fd.kind = iotop_bpf_common::sync::SYNC_SYNC;
-        let Ok(Record::Sync(call)) = decode(bytemuck::bytes_of(&no_fd)) else {
+        let Ok(Input::Sync(call)) = decode(bytemuck::bytes_of(&no_fd)) else {
             panic!()
         };
         assert_eq!((call.fd, call.file), (None, FileRef::NoFile));

@@ -1,7 +1,9 @@
 //! iotop-bpf: a live, top-like dashboard of Linux storage I/O built on eBPF.
 //!
 //! Data flows one way: kernel probes -> ring buffer -> [`feed`] -> [`decode`] -> [`model`]
-//! (pure) -> [`model::Snapshot`] -> [`view`] (TUI) | [`report`] (batch text, JSON).
+//! (pure) -> [`model::Snapshot`] -> [`view`] (TUI) | [`report`] (batch text, JSON). The
+//! [`pipeline`] drives it for both the live view ([`app`]) and the reports ([`headless`]),
+//! from the probes or from a recording.
 
 pub mod app;
 pub mod cli;
@@ -9,8 +11,8 @@ pub mod decode;
 pub mod feed;
 pub mod headless;
 pub mod model;
+pub mod pipeline;
 pub mod probe;
-pub mod replay;
 pub mod report;
 pub mod shutdown;
 pub mod term;

@@ -6,8 +6,9 @@ use iotop_bpf::{
     app,
     cli::{Cli, Command},
     headless,
+    pipeline::Pipeline,
     probe::{Probes, privilege},
-    replay, workload,
+    workload,
 };
 
 fn main() -> ExitCode {
@@ -28,27 +29,29 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Check) => return check(),
         None => {}
     }
-    if let Some(path) = &cli.replay {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("start the async runtime")?;
-        return if cli.is_batch() {
-            replay::run_headless(cli, path, &mut std::io::stdout().lock())
-        } else {
-            runtime.block_on(app::replay(cli, path))
-        };
-    }
-    let env = privilege::check()?;
+    // Replay needs no privileges; the live probes are checked before anything else.
+    let env = match &cli.replay {
+        Some(_) => None,
+        None => Some(privilege::check()?),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("start the async runtime")?;
-    if cli.is_batch() {
-        runtime.block_on(headless::run(cli, &env, &mut std::io::stdout().lock()))
-    } else {
-        runtime.block_on(app::run(cli, &env))
-    }
+    runtime.block_on(async {
+        let pipeline = match (&cli.replay, &env) {
+            (Some(path), _) => Pipeline::replay(path, (!cli.is_batch()).then_some(cli.speed))?,
+            (None, Some(env)) => {
+                Pipeline::live(env, cli.delay, cli.iterations, cli.record.as_deref())?
+            }
+            (None, None) => unreachable!("checked above"),
+        };
+        if cli.is_batch() {
+            headless::run(cli, pipeline, &mut std::io::stdout().lock()).await
+        } else {
+            app::run(cli, pipeline).await
+        }
+    })
 }
 
 fn check() -> Result<()> {

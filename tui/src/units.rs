@@ -14,18 +14,7 @@ pub fn mib(bytes_per_s: f64) -> f64 {
     bytes_per_s / (1024.0 * 1024.0)
 }
 
-/// A latency in the unit that keeps it short: `850ns`, `12us`, `3.4ms`, `1.20s`.
-pub fn latency(ns: u64) -> String {
-    match ns {
-        0 => "0".to_string(),
-        1..1_000 => format!("{ns}ns"),
-        1_000..10_000 => format!("{:.1}us", us(ns)),
-        10_000..1_000_000 => format!("{:.0}us", us(ns)),
-        1_000_000..10_000_000 => format!("{:.1}ms", ms(ns)),
-        10_000_000..1_000_000_000 => format!("{:.0}ms", ms(ns)),
-        _ => format!("{:.2}s", ms(ns) / 1e3),
-    }
-}
+pub use crate::model::quantity::latency;
 
 /// A byte rate, short: `512B`, `4.0K`, `12M`, `1.2G` (binary units, per second implied).
 pub fn bytes(n: f64) -> String {
@@ -50,17 +39,6 @@ pub fn elapsed(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn latencies_are_short() {
-        assert_eq!(latency(0), "0");
-        assert_eq!(latency(850), "850ns");
-        assert_eq!(latency(1_500), "1.5us");
-        assert_eq!(latency(120_000), "120us");
-        assert_eq!(latency(3_400_000), "3.4ms");
-        assert_eq!(latency(64_000_000), "64ms");
-        assert_eq!(latency(1_200_000_000), "1.20s");
-    }
 
     #[test]
     fn byte_rates_are_short() {

@@ -1,5 +1,6 @@
-//! Where events come from: the live ring buffer, plus the kernel-side totals and the block
-//! device names sampled at the end of each interval.
+//! Where the model's inputs come from: the live ring buffer, annotated with what /proc and
+//! sysfs know, plus the kernel-side totals, device names and geometry sampled at the end of
+//! each interval (and once at the start, as the baseline); or a recording of all that.
 
 mod kallsyms;
 mod mounts;
@@ -21,8 +22,10 @@ use tokio::io::unix::AsyncFd;
 use self::kallsyms::Kallsyms;
 pub use self::sysfs::{block_device_names, diskstats};
 use crate::{
-    decode::{DecodeError, Record, decode},
-    model::{Comm, DStateNow, Dev, DiskTotals, KernelCounters, KernelSample},
+    decode::decode,
+    model::{
+        Comm, DStateNow, Dev, DiskTotals, FileRef, Input, KernelCounters, KernelSample, SampleKind,
+    },
     probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
 };
 
@@ -54,6 +57,11 @@ pub struct LiveFeed {
     in_d_at_start: std::collections::HashMap<u32, (u32, String, Vec<String>)>,
     procs: procfs::ProcCache,
     block_sizes: mounts::BlockSizes,
+    mounts: mounts::MountWatch,
+    /// Processes that exited since the last sample: their per-process kernel map entries go
+    /// once the sample has read their last values.
+    exited: Vec<u32>,
+    dio_stream_align: aya::maps::Array<MapData, u64>,
     started_ns: u64,
     report: ProbeReport,
     // Last, so the maps above are closed before the programs are detached.
@@ -72,6 +80,7 @@ impl LiveFeed {
             dstate_episodes,
             stacks,
             dstate_time,
+            dio_stream_align,
         } = probes.take_maps()?;
         let kallsyms = Kallsyms::load();
         let mut report = probes.report.clone();
@@ -101,7 +110,7 @@ impl LiveFeed {
         let events = unsafe { AsyncFd::register(events) }
             .map_err(io::Error::from)
             .context("register the ring buffer with tokio")?;
-        Ok(Self {
+        let mut feed = Self {
             events,
             counters,
             disks,
@@ -113,10 +122,29 @@ impl LiveFeed {
             in_d_at_start,
             procs: procfs::ProcCache::default(),
             block_sizes: mounts::BlockSizes::default(),
+            mounts: mounts::MountWatch::open(),
+            exited: Vec::new(),
+            dio_stream_align,
             started_ns: monotonic_ns(),
             report,
             _probes: probes,
-        })
+        };
+        feed.refresh_geometry();
+        Ok(feed)
+    }
+
+    /// Keeps the direct-I/O probe's streaming alignment at the largest filesystem or
+    /// physical block size in use, re-read when the mount table changes.
+    fn refresh_geometry(&mut self) {
+        if !self.mounts.changed() {
+            return;
+        }
+        let align = self.block_sizes.largest_block_in_use();
+        if let Err(e) = self.dio_stream_align.set(0, align, 0) {
+            self.report
+                .degraded
+                .push(format!("cannot update the direct-I/O alignment map: {e}"));
+        }
     }
 
     pub fn started_ns(&self) -> u64 {
@@ -136,38 +164,43 @@ impl LiveFeed {
         Ok(())
     }
 
-    /// Drains up to `max` records without blocking, handing each to `sink`. Returns how many
-    /// were taken (less than `max` means the ring is empty).
-    pub fn drain(
-        &mut self,
-        max: usize,
-        sink: &mut impl FnMut(Result<Record, DecodeError>),
-    ) -> usize {
+    /// Drains up to `max` records without blocking, handing each decoded and annotated input
+    /// to `sink`. Returns how many were taken (less than `max` means the ring is empty) and
+    /// how many could not be decoded.
+    pub fn drain(&mut self, max: usize, sink: &mut impl FnMut(Input)) -> (usize, u64) {
+        self.refresh_geometry();
         let ring = self.events.get_mut();
         let now_ns = monotonic_ns();
         let mut taken = 0;
+        let mut bad = 0;
         while taken < max {
             let Some(item) = ring.next() else { break };
-            let mut record = decode(&item);
+            let input = decode(&item);
             drop(item);
-            if let Ok(record) = &mut record {
-                annotate(
-                    &mut self.procs,
-                    &mut self.block_sizes,
-                    &self.stacks,
-                    &self.kallsyms,
-                    record,
-                    now_ns,
-                );
-            }
-            sink(record);
             taken += 1;
+            match input {
+                Ok(mut input) => {
+                    if let Input::Exit(exit) = &input {
+                        self.exited.push(exit.tgid);
+                    }
+                    annotate(
+                        &mut self.procs,
+                        &mut self.block_sizes,
+                        &self.stacks,
+                        &self.kallsyms,
+                        &mut input,
+                        now_ns,
+                    );
+                    sink(input);
+                }
+                Err(_) => bad += 1,
+            }
         }
-        taken
+        (taken, bad)
     }
 
-    /// The kernel-side totals and device names, at `now`.
-    pub fn sample(&mut self) -> KernelSample {
+    /// The kernel-side totals, device names and geometry, at `now`.
+    pub fn sample(&mut self, kind: SampleKind) -> KernelSample {
         let now_ns = monotonic_ns();
         let counter = |index: u32| -> u64 {
             self.counters
@@ -200,8 +233,15 @@ impl LiveFeed {
             .filter_map(Result::ok)
             .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
             .collect();
+        for tgid in self.exited.drain(..) {
+            let _ = self.logical_writes.remove(&tgid);
+            let _ = self.dstate_time.remove(&tgid);
+        }
         let dstate_now = self.dstate_now(now_ns);
+        let names = block_device_names();
+        let geometry = self.block_sizes.geometry(&names);
         KernelSample {
+            kind,
             now_ns,
             counters,
             disks,
@@ -209,7 +249,8 @@ impl LiveFeed {
             dstate_now,
             dstate_time,
             diskstats: diskstats(),
-            names: block_device_names(),
+            names,
+            geometry,
         }
     }
 
@@ -233,7 +274,7 @@ impl LiveFeed {
                 continue;
             }
             now.push(DStateNow {
-                pid: tid,
+                tid,
                 tgid: episode.tgid,
                 comm: Comm::from_bytes(episode.comm).to_string(),
                 start_ns: Some(episode.start_ns),
@@ -246,9 +287,9 @@ impl LiveFeed {
         self.in_d_at_start
             .retain(|tid, _| procfs::thread_state(*tid) == Some('D'));
         for (&tid, (tgid, comm, stack)) in &self.in_d_at_start {
-            if !now.iter().any(|d| d.pid == tid) {
+            if !now.iter().any(|d| d.tid == tid) {
                 now.push(DStateNow {
-                    pid: tid,
+                    tid,
                     tgid: *tgid,
                     comm: comm.clone(),
                     start_ns: None,
@@ -278,29 +319,63 @@ fn stack_frames(
         .unwrap_or_default()
 }
 
-/// Adds what the kernel maps and /proc know: kernel threads, the file behind a sync call's
-/// fd, a D episode's symbolized stack.
+/// Adds what the kernel maps, /proc and sysfs know: kernel threads, the file behind a sync
+/// call's fd and its filesystem's block size, a direct I/O call's file and geometry, a D
+/// episode's symbolized stack. Caches of an exited process are dropped.
 fn annotate(
     procs: &mut procfs::ProcCache,
     block_sizes: &mut mounts::BlockSizes,
     stacks: &StackTraceMap<MapData>,
     kallsyms: &Kallsyms,
-    record: &mut Record,
+    input: &mut Input,
     now_ns: u64,
 ) {
-    match record {
-        Record::DState(episode) => episode.stack = stack_frames(stacks, kallsyms, episode.stack_id),
-        Record::Dio(call) => {
-            call.fs_block_size = block_sizes.fs_block_size(call.fs_dev);
-            (call.disk, call.logical_block_size, call.physical_block_size) =
-                block_sizes.disk(call.fs_dev);
+    match input {
+        Input::DState(episode) => episode.stack = stack_frames(stacks, kallsyms, episode.stack_id),
+        Input::Dio(call) => {
+            call.fs_block_size = block_sizes.fs_block_size(call.fs_dev, now_ns).unwrap_or(0);
+            let disk = block_sizes.disk(call.fs_dev);
+            call.disk = disk.disk;
+            call.logical_block_size = disk.logical_block_size;
+            call.physical_block_size = disk.physical_block_size;
+            call.fs_start_sector = disk.start_sector;
+            call.file = procs.file_of_inode(call.tgid, call.fs_dev, call.ino);
         }
-        Record::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
-        Record::Sync(call) => {
+        Input::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
+        Input::Sync(call) => {
             if let Some(fd) = call.fd {
-                (call.file, call.dev) = procs.resolve_fd(call.tgid, fd, now_ns);
+                let (file, fs_dev) = procs.resolve_fd(call.tgid, fd, now_ns);
+                // The kernel named the file's filesystem and inode during the call; /proc
+                // only if the process is still there (a short-lived one is often gone).
+                call.file = match (file, call.fs_dev) {
+                    (FileRef::Unresolved(_), Some(dev)) if call.ino != 0 => {
+                        procs.path_of_inode(dev, call.ino).map_or_else(
+                            || FileRef::Inode {
+                                dev,
+                                ino: call.ino,
+                                name: call.name.clone(),
+                            },
+                            FileRef::Path,
+                        )
+                    }
+                    (file, _) => file,
+                };
+                if let FileRef::Path(path) = &call.file
+                    && let Some(dev) = call.fs_dev.or(fs_dev)
+                {
+                    procs.remember_inode_path(dev, call.ino, path);
+                }
+                if let Some(fs_dev) = call.fs_dev.or(fs_dev) {
+                    call.fs_dev = Some(fs_dev);
+                    call.dev = Some(block_sizes.disk(fs_dev).disk);
+                    if call.fs_block_size == 0 {
+                        call.fs_block_size = block_sizes.fs_block_size(fs_dev, now_ns).unwrap_or(0);
+                    }
+                }
             }
         }
+        Input::Exit(exit) => procs.forget(exit.tgid),
+        Input::BadRecords(_) | Input::Sample(_) => {}
     }
 }
 

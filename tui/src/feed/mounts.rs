@@ -1,44 +1,168 @@
-//! Filesystem and device block sizes, for the direct-I/O detectors.
+//! Filesystem and device geometry, from the kernel: block sizes of mounted filesystems
+//! (`statvfs`), block sizes of disks (sysfs), and where a partition starts on its disk. Never
+//! a constant: the detectors judge every request against these.
 
-use std::{collections::HashMap, ffi::CString, fs, os::unix::ffi::OsStrExt as _, path::Path};
+use std::{
+    collections::HashMap, ffi::CString, fs, os::fd::AsRawFd as _, os::unix::ffi::OsStrExt as _,
+    path::Path,
+};
 
 use super::sysfs::{parse_dev, whole_disk};
-use crate::model::Dev;
+use crate::model::{Dev, DiskGeometry};
 
-/// Block sizes by device, looked up once each.
+/// A failed lookup is tried again after this long (the filesystem may be mounted later).
+const RETRY_NS: u64 = 1_000_000_000;
+/// Devices remembered (a bound; devices come and go with loop devices and hotplug).
+const MAX_DEVICES: usize = 4_096;
+
+/// A (partition) device's place on its disk and the disk's block sizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskInfo {
+    pub disk: Dev,
+    /// Where the device starts on `disk`, in 512-byte sectors (0 for a whole disk).
+    pub start_sector: u64,
+    pub logical_block_size: u32,
+    pub physical_block_size: u32,
+    pub minimum_io_size: u32,
+}
+
+/// Block sizes by device, looked up once each (a failed filesystem lookup is retried).
 #[derive(Default)]
 pub struct BlockSizes {
-    fs: HashMap<Dev, u32>,
-    disks: HashMap<Dev, (Dev, u32, u32)>,
+    fs: HashMap<Dev, Result<u32, u64>>,
+    disks: HashMap<Dev, DiskInfo>,
 }
 
 impl BlockSizes {
-    /// The block size of the filesystem mounted from `dev` (0 when not found).
-    pub fn fs_block_size(&mut self, dev: Dev) -> u32 {
-        *self.fs.entry(dev).or_insert_with(|| {
-            mount_point(dev)
-                .and_then(|path| statvfs_block_size(&path))
-                .unwrap_or(0)
+    /// The block size of the filesystem mounted from `dev`; `None` when it cannot be found
+    /// now (tried again a second later, not remembered as 0).
+    pub fn fs_block_size(&mut self, dev: Dev, now_ns: u64) -> Option<u32> {
+        match self.fs.get(&dev) {
+            Some(Ok(size)) => return Some(*size),
+            Some(Err(failed_at)) if now_ns.saturating_sub(*failed_at) < RETRY_NS => return None,
+            _ => {}
+        }
+        if self.fs.len() >= MAX_DEVICES {
+            self.fs.clear();
+        }
+        let found = mount_point(dev).and_then(|path| statvfs_block_size(&path));
+        self.fs.insert(dev, found.ok_or(now_ns));
+        found
+    }
+
+    /// Where a (partition) device lies and its disk's block sizes.
+    pub fn disk(&mut self, dev: Dev) -> DiskInfo {
+        if self.disks.len() >= MAX_DEVICES {
+            self.disks.clear();
+        }
+        *self.disks.entry(dev).or_insert_with(|| {
+            let disk = whole_disk(dev);
+            let queue = |what: &str| read_number(&format!("/sys/dev/block/{disk}/queue/{what}"));
+            DiskInfo {
+                disk,
+                start_sector: if disk == dev {
+                    0
+                } else {
+                    read_number(&format!("/sys/dev/block/{dev}/start"))
+                },
+                logical_block_size: u32::try_from(queue("logical_block_size")).unwrap_or(0),
+                physical_block_size: u32::try_from(queue("physical_block_size")).unwrap_or(0),
+                minimum_io_size: u32::try_from(queue("minimum_io_size")).unwrap_or(0),
+            }
         })
     }
 
-    /// `(whole disk, logical, physical block size)` of a (partition) device.
-    pub fn disk(&mut self, dev: Dev) -> (Dev, u32, u32) {
-        *self.disks.entry(dev).or_insert_with(|| {
-            let disk = whole_disk(dev);
-            let read = |what: &str| {
-                fs::read_to_string(format!("/sys/dev/block/{disk}/queue/{what}"))
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .unwrap_or(0)
-            };
-            (
-                disk,
-                read("logical_block_size"),
-                read("physical_block_size"),
-            )
-        })
+    /// The geometry of the named disks.
+    pub fn geometry(&mut self, names: &[(Dev, String)]) -> Vec<DiskGeometry> {
+        names
+            .iter()
+            .map(|&(dev, _)| {
+                let info = self.disk(dev);
+                DiskGeometry {
+                    dev,
+                    logical_block_size: info.logical_block_size,
+                    physical_block_size: info.physical_block_size,
+                    minimum_io_size: info.minimum_io_size,
+                }
+            })
+            .collect()
     }
+
+    /// The largest filesystem block or physical block size among the mounted block
+    /// filesystems (at least 512): direct I/O aligned to it cannot cause sub-block zeroing or
+    /// a read-modify-write anywhere.
+    pub fn largest_block_in_use(&mut self) -> u64 {
+        let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut largest = 512u64;
+        for (dev, point) in block_mounts(&text) {
+            if let Some(size) = statvfs_block_size(&point) {
+                largest = largest.max(u64::from(size));
+                self.fs.insert(dev, Ok(size));
+            }
+            largest = largest.max(u64::from(self.disk(dev).physical_block_size));
+        }
+        largest.next_power_of_two()
+    }
+}
+
+fn read_number(path: &str) -> u64 {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Tells when the mount table changed (`/proc/self/mountinfo` signals it with POLLPRI).
+pub struct MountWatch {
+    file: Option<fs::File>,
+    first: bool,
+}
+
+impl MountWatch {
+    pub fn open() -> Self {
+        Self {
+            file: fs::File::open("/proc/self/mountinfo").ok(),
+            first: true,
+        }
+    }
+
+    /// True the first time, then whenever a filesystem was mounted or unmounted since the
+    /// previous call (always true when the file could not be watched).
+    pub fn changed(&mut self) -> bool {
+        if std::mem::take(&mut self.first) {
+            return true;
+        }
+        let Some(file) = &self.file else { return true };
+        let mut poll = libc::pollfd {
+            fd: file.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        // The kernel re-arms the notification when it reports it (mounts_poll).
+        ready > 0 && poll.revents & (libc::POLLPRI | libc::POLLERR) != 0
+    }
+}
+
+/// (device, mount point) of the mounts backed by a block device.
+fn block_mounts(mountinfo: &str) -> Vec<(Dev, String)> {
+    let mut seen: Vec<Dev> = Vec::new();
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let dev = parse_dev(fields.nth(2)?)?;
+            let point = unescape(fields.nth(1)?);
+            (dev.major != 0
+                && !seen.contains(&dev)
+                && Path::new(&format!("/sys/dev/block/{dev}")).exists())
+            .then(|| {
+                seen.push(dev);
+                (dev, point)
+            })
+        })
+        .collect()
 }
 
 /// The first mount point of `dev` in /proc/self/mountinfo.
@@ -104,6 +228,16 @@ mod tests {
             Some("/mnt/with space")
         );
         assert_eq!(parse_mount_point(text, Dev::new(8, 0)), None);
+    }
+
+    #[test]
+    fn block_mounts_skip_virtual_filesystems_and_repeats() {
+        let text = "22 1 0:21 / /proc rw - proc proc rw\n\
+                    23 1 259:99999 / /a rw - ext4 /dev/x rw\n";
+        assert!(
+            block_mounts(text).is_empty(),
+            "no such block device, or not a block device"
+        );
     }
 
     #[test]

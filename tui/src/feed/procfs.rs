@@ -3,15 +3,14 @@
 
 use std::{collections::HashMap, fs, os::unix::fs::MetadataExt as _, path::Path};
 
-use super::sysfs::whole_disk;
 use crate::model::{Dev, FileRef};
 
 /// `PF_KTHREAD` in the flags field of /proc/PID/stat.
 const PF_KTHREAD: u64 = 0x0020_0000;
 /// A resolved fd is trusted this long before it is looked up again (fds get reused).
 const FD_TTL_NS: u64 = 1_000_000_000;
-/// Caches are dropped when they grow past this (pid churn).
-const MAX_CACHED: usize = 65_536;
+/// Caches are trimmed when they grow past this (pid churn without exit records).
+const MAX_CACHED: usize = 16_384;
 
 /// Field `n` (1-based, as in proc(5)) of a /proc/PID/stat line; the comm may contain spaces
 /// and parentheses, so fields are counted after its closing parenthesis.
@@ -67,18 +66,25 @@ pub fn thread_state(tid: u32) -> Option<char> {
     stat_state(&fs::read_to_string(format!("/proc/{tid}/stat")).ok()?)
 }
 
+/// What was learnt from /proc about processes, forgotten when they exit and bounded.
 #[derive(Default)]
 pub struct ProcCache {
     kernel_threads: HashMap<u32, bool>,
+    /// (tgid, fd) -> (file, its filesystem's device, when looked up).
     fds: HashMap<(u32, i32), (FileRef, Option<Dev>, u64)>,
-    disks: HashMap<Dev, Dev>,
+    /// (tgid, fs device, inode) -> path, found among the process's open fds.
+    inodes: HashMap<(u32, Dev, u64), Option<String>>,
+    /// (fs device, inode) -> the path a process had it open as: names the files of
+    /// processes gone before their fds could be read.
+    inode_paths: HashMap<(Dev, u64), String>,
 }
 
 impl ProcCache {
     /// Whether `tgid` is a kernel thread (false when it is gone: kernel threads rarely exit).
     pub fn is_kernel_thread(&mut self, tgid: u32) -> bool {
         if self.kernel_threads.len() > MAX_CACHED {
-            self.kernel_threads.clear();
+            // Kernel threads are few and long-lived: keep them, look user processes up again.
+            self.kernel_threads.retain(|_, kthread| *kthread);
         }
         *self.kernel_threads.entry(tgid).or_insert_with(|| {
             fs::read_to_string(format!("/proc/{tgid}/stat"))
@@ -86,7 +92,7 @@ impl ProcCache {
         })
     }
 
-    /// The file behind `fd` of `tgid` and the whole disk it lives on.
+    /// The file behind `fd` of `tgid` and the device of its filesystem.
     pub fn resolve_fd(&mut self, tgid: u32, fd: i32, now_ns: u64) -> (FileRef, Option<Dev>) {
         if let Some((file, dev, at)) = self.fds.get(&(tgid, fd))
             && now_ns.saturating_sub(*at) < FD_TTL_NS
@@ -94,13 +100,16 @@ impl ProcCache {
             return (file.clone(), *dev);
         }
         if self.fds.len() > MAX_CACHED {
-            self.fds.clear();
+            self.fds
+                .retain(|_, (_, _, at)| now_ns.saturating_sub(*at) < FD_TTL_NS);
+            if self.fds.len() > MAX_CACHED {
+                self.fds.clear();
+            }
         }
         let link = format!("/proc/{tgid}/fd/{fd}");
         let (file, dev) = match fs::read_link(&link) {
             Ok(path) => {
                 let dev = fs::metadata(&link).ok().map(|m| Dev::from_user(m.dev()));
-                let dev = dev.map(|d| *self.disks.entry(d).or_insert_with(|| whole_disk(d)));
                 (FileRef::Path(path.to_string_lossy().into_owned()), dev)
             }
             Err(_) if !Path::new(&format!("/proc/{tgid}")).exists() => (
@@ -114,6 +123,52 @@ impl ProcCache {
         };
         self.fds.insert((tgid, fd), (file.clone(), dev, now_ns));
         (file, dev)
+    }
+
+    /// The path of inode `ino` on `fs_dev`, if `tgid` has it open (direct I/O records carry
+    /// the inode, not the fd).
+    pub fn file_of_inode(&mut self, tgid: u32, fs_dev: Dev, ino: u64) -> Option<String> {
+        if let Some(path) = self.inodes.get(&(tgid, fs_dev, ino)) {
+            return path.clone();
+        }
+        if self.inodes.len() > MAX_CACHED {
+            self.inodes.clear();
+        }
+        let found = fs::read_dir(format!("/proc/{tgid}/fd"))
+            .ok()
+            .and_then(|fds| {
+                fds.flatten().find_map(|fd| {
+                    let meta = fs::metadata(fd.path()).ok()?;
+                    (meta.ino() == ino && Dev::from_user(meta.dev()) == fs_dev)
+                        .then(|| fs::read_link(fd.path()).ok())
+                        .flatten()
+                        .map(|p| p.to_string_lossy().into_owned())
+                })
+            });
+        self.inodes.insert((tgid, fs_dev, ino), found.clone());
+        found
+    }
+
+    /// The path some process had inode `ino` of `dev` open as, recently.
+    pub fn path_of_inode(&self, dev: Dev, ino: u64) -> Option<String> {
+        self.inode_paths.get(&(dev, ino)).cloned()
+    }
+
+    pub fn remember_inode_path(&mut self, dev: Dev, ino: u64, path: &str) {
+        if ino == 0 {
+            return;
+        }
+        if self.inode_paths.len() >= MAX_CACHED {
+            self.inode_paths.clear();
+        }
+        self.inode_paths.insert((dev, ino), path.to_string());
+    }
+
+    /// Forgets an exited process.
+    pub fn forget(&mut self, tgid: u32) {
+        self.kernel_threads.remove(&tgid);
+        self.fds.retain(|(t, _), _| *t != tgid);
+        self.inodes.retain(|(t, _, _), _| *t != tgid);
     }
 }
 

@@ -11,13 +11,12 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::{
-    decode::Record,
-    model::{BlockIo, DStateEpisode, DioCall, KernelSample, SyncCall},
-};
+use crate::model::Input;
 
-/// Bumped when an entry changes shape incompatibly.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped when an entry changes shape incompatibly. Version 1 files (the same entries, without
+/// the baseline and final samples, the exits and the bad-record counts) are still read.
+pub const FORMAT_VERSION: u32 = 2;
+const OLDEST_READABLE: u32 = 1;
 const MAGIC: &str = "iotop-bpf recording";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,42 +29,6 @@ pub struct Header {
     pub started_ns: u64,
     pub started_unix_ms: u64,
     pub interval_ns: u64,
-}
-
-/// One line after the header.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Entry {
-    Block(BlockIo),
-    Sync(SyncCall),
-    Dstate(DStateEpisode),
-    Dio(DioCall),
-    /// The end of an interval: what the kernel maps said.
-    Sample(KernelSample),
-}
-
-impl Entry {
-    /// The record, or the sample that closes an interval.
-    pub fn into_record(self) -> Result<Record, Box<KernelSample>> {
-        match self {
-            Self::Block(io) => Ok(Record::Block(io)),
-            Self::Sync(call) => Ok(Record::Sync(call)),
-            Self::Dstate(episode) => Ok(Record::DState(episode)),
-            Self::Dio(call) => Ok(Record::Dio(call)),
-            Self::Sample(sample) => Err(Box::new(sample)),
-        }
-    }
-}
-
-impl From<Record> for Entry {
-    fn from(record: Record) -> Self {
-        match record {
-            Record::Block(io) => Self::Block(io),
-            Record::Sync(call) => Self::Sync(call),
-            Record::DState(episode) => Self::Dstate(episode),
-            Record::Dio(call) => Self::Dio(call),
-        }
-    }
 }
 
 #[derive(Debug, Error)]
@@ -84,7 +47,9 @@ pub enum RecordingError {
     Empty { path: PathBuf },
     #[error("{path} is not an iotop-bpf recording (its first line is not the header)")]
     NotARecording { path: PathBuf },
-    #[error("{path} is a version {found} recording; this iotop-bpf reads version {FORMAT_VERSION}")]
+    #[error(
+        "{path} is a version {found} recording; this iotop-bpf reads versions {OLDEST_READABLE} to {FORMAT_VERSION}"
+    )]
     Version { path: PathBuf, found: u32 },
     #[error("{path}:{line}: corrupt or truncated entry ({reason})")]
     Corrupt {
@@ -118,17 +83,16 @@ impl Recorder {
             .map_err(|e| anyhow::anyhow!("write the recording {}: {e}", self.path.display()))
     }
 
-    pub fn record(&mut self, record: &Record) -> anyhow::Result<()> {
-        self.write(&Entry::from(record.clone()))
-    }
-
-    /// Writes the interval's end and flushes, so a recording cut short stays readable up to
-    /// its last complete interval.
-    pub fn sample(&mut self, sample: &KernelSample) -> anyhow::Result<()> {
-        self.write(&Entry::Sample(sample.clone()))?;
-        self.out
-            .flush()
-            .map_err(|e| anyhow::anyhow!("write the recording {}: {e}", self.path.display()))
+    /// Writes one input; a sample also flushes, so a recording cut short stays readable up
+    /// to its last complete interval.
+    pub fn input(&mut self, input: &Input) -> anyhow::Result<()> {
+        self.write(input)?;
+        if matches!(input, Input::Sample(_)) {
+            self.out
+                .flush()
+                .map_err(|e| anyhow::anyhow!("write the recording {}: {e}", self.path.display()))?;
+        }
+        Ok(())
     }
 }
 
@@ -179,7 +143,7 @@ impl Replayer {
         if header.format != MAGIC {
             return Err(RecordingError::NotARecording { path: path.into() });
         }
-        if header.version != FORMAT_VERSION {
+        if !(OLDEST_READABLE..=FORMAT_VERSION).contains(&header.version) {
             return Err(RecordingError::Version {
                 path: path.into(),
                 found: header.version,
@@ -193,8 +157,8 @@ impl Replayer {
         })
     }
 
-    /// The next entry; `Ok(None)` at the end.
-    pub fn next_entry(&mut self) -> Result<Option<Entry>, RecordingError> {
+    /// The next input; `Ok(None)` at the end.
+    pub fn next_input(&mut self) -> Result<Option<Input>, RecordingError> {
         let Some(line) = self.lines.next() else {
             return Ok(None);
         };
@@ -216,21 +180,21 @@ impl Replayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Comm, Dev, Op};
+    use crate::model::{BlockIo, Comm, Dev, KernelSample, Op};
 
     fn temp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("iotop-bpf-rec-{}-{name}", std::process::id()))
     }
 
-    fn block() -> Record {
-        Record::Block(BlockIo {
+    fn block() -> Input {
+        Input::Block(BlockIo {
             dev: Dev::new(7, 0),
             sector: 8,
             bytes: 4096,
             op: Op::Write,
             flags: 1,
             tgid: 42,
-            pid: 43,
+            tid: 43,
             comm: Comm::new("lab001"),
             created_ns: 10,
             issued_ns: 20,
@@ -251,21 +215,21 @@ mod tests {
             1_000_000_000,
         );
         let mut recorder = Recorder::create(&path, &header).unwrap();
-        recorder.record(&block()).unwrap();
+        recorder.input(&block()).unwrap();
         recorder
-            .sample(&KernelSample {
+            .input(&Input::Sample(Box::new(KernelSample {
                 now_ns: 1_000,
                 ..KernelSample::default()
-            })
+            })))
             .unwrap();
         drop(recorder);
         let mut replay = Replayer::open(&path).unwrap();
         assert_eq!(replay.header, header);
-        assert_eq!(replay.next_entry().unwrap(), Some(Entry::from(block())));
+        assert_eq!(replay.next_input().unwrap(), Some(block()));
         assert!(
-            matches!(replay.next_entry().unwrap(), Some(Entry::Sample(s)) if s.now_ns == 1_000)
+            matches!(replay.next_input().unwrap(), Some(Input::Sample(s)) if s.now_ns == 1_000)
         );
-        assert_eq!(replay.next_entry().unwrap(), None);
+        assert_eq!(replay.next_input().unwrap(), None);
         std::fs::remove_file(path).unwrap();
     }
 
@@ -290,7 +254,7 @@ mod tests {
             serde_json::to_string(&new_header("h".into(), "k".into(), 0, 0, 1)).unwrap();
         std::fs::write(
             &path,
-            header.replace(r#""version":1"#, r#""version":99"#) + "\n",
+            header.replace(r#""version":2"#, r#""version":99"#) + "\n",
         )
         .unwrap();
         assert!(matches!(
@@ -300,7 +264,7 @@ mod tests {
         header.push_str("\n{\"block\": {\"dev\": 3}}\n");
         std::fs::write(&path, header).unwrap();
         let mut replay = Replayer::open(&path).unwrap();
-        let err = replay.next_entry().unwrap_err().to_string();
+        let err = replay.next_input().unwrap_err().to_string();
         assert!(err.contains(":2: corrupt or truncated entry"), "{err}");
         std::fs::remove_file(path).unwrap();
     }

@@ -16,13 +16,24 @@ use super::{
 const RECENT_NS: u64 = 5 * 60 * 1_000_000_000;
 /// Longest recent episodes listed.
 const RECENT_LISTED: usize = 10;
-const MAX_REMEMBERED: usize = 4_096;
+/// Longest recent episodes kept (the shortest go first).
+const RECENT_KEPT: usize = 64;
+/// Threads whose episode history is kept (the longest idle go first).
+const MAX_THREADS: usize = 4_096;
+
+/// A thread's finished streamed episodes since start.
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadHistory {
+    tgid: u32,
+    episodes: u64,
+    total_ns: u64,
+    last_end_ns: u64,
+}
 
 #[derive(Debug, Default)]
 pub(super) struct DStateBook {
     recent: Vec<DStateEpisode>,
-    /// tid -> (episodes, total ns) of finished streamed episodes, since start.
-    per_thread: HashMap<u32, (u64, u64)>,
+    per_thread: HashMap<u32, ThreadHistory>,
     /// tgid -> the kernel's cumulative D time at the previous tick.
     prev_time: HashMap<u32, u64>,
     /// (tid, start) of episodes in progress -> (tgid, ns already counted in past intervals).
@@ -31,17 +42,32 @@ pub(super) struct DStateBook {
 
 impl DStateBook {
     pub(super) fn note_finished(&mut self, episode: &DStateEpisode) {
-        let entry = self.per_thread.entry(episode.pid).or_default();
-        entry.0 += 1;
-        entry.1 += episode.duration_ns();
-        if self.recent.len() >= MAX_REMEMBERED {
-            // Keep the longest: drop the shortest remembered.
-            if let Some((i, _)) = self
+        if self.per_thread.len() >= MAX_THREADS
+            && !self.per_thread.contains_key(&episode.tid)
+            && let Some(oldest) = self
+                .per_thread
+                .iter()
+                .min_by_key(|(tid, h)| (h.last_end_ns, **tid))
+                .map(|(&tid, _)| tid)
+        {
+            self.per_thread.remove(&oldest);
+        }
+        let entry = self.per_thread.entry(episode.tid).or_default();
+        entry.tgid = episode.tgid;
+        entry.episodes += 1;
+        entry.total_ns = entry.total_ns.saturating_add(episode.duration_ns());
+        entry.last_end_ns = entry.last_end_ns.max(episode.end_ns);
+        if self.recent.len() >= RECENT_KEPT {
+            // Keep the longest: drop the shortest remembered, unless this one is shorter.
+            if let Some((i, shortest)) = self
                 .recent
                 .iter()
                 .enumerate()
                 .min_by_key(|(_, e)| e.duration_ns())
             {
+                if shortest.duration_ns() >= episode.duration_ns() {
+                    return;
+                }
                 self.recent.swap_remove(i);
             }
         }
@@ -68,7 +94,7 @@ impl DStateBook {
         // the part counted in earlier intervals comes off.
         let ongoing: Vec<(u32, u64)> = in_d
             .iter()
-            .filter_map(|d| Some((d.pid, d.start_ns?)))
+            .filter_map(|d| Some((d.tid, d.start_ns?)))
             .collect();
         self.counted.retain(|key, (tgid, counted)| {
             if ongoing.contains(key) {
@@ -83,8 +109,13 @@ impl DStateBook {
             let Some(start) = d.start_ns else { continue };
             let part = now_ns.saturating_sub(start.max(last_tick_ns));
             *time.entry(d.tgid).or_default() += part;
-            self.counted.entry((d.pid, start)).or_insert((d.tgid, 0)).1 += part;
+            self.counted.entry((d.tid, start)).or_insert((d.tgid, 0)).1 += part;
         }
+        // The kernel map holds every process it still counts: a process missing from it (it
+        // exited, or the LRU map dropped it) starts from zero if it comes back.
+        let present: std::collections::HashSet<u32> =
+            kernel_time.iter().map(|&(tgid, _)| tgid).collect();
+        self.prev_time.retain(|tgid, _| present.contains(tgid));
         time
     }
 
@@ -93,21 +124,21 @@ impl DStateBook {
         let mut tasks: Vec<DStateTask> = in_d
             .iter()
             .map(|d| {
-                let (episodes, total_ns) = self.per_thread.get(&d.pid).copied().unwrap_or_default();
+                let history = self.per_thread.get(&d.tid).copied().unwrap_or_default();
                 DStateTask {
-                    pid: d.pid,
+                    tid: d.tid,
                     tgid: d.tgid,
                     comm: d.comm.clone(),
                     blocked_ns: d.start_ns.map(|start| now_ns.saturating_sub(start)),
                     stack: d.stack.clone(),
-                    episodes,
-                    total_ns,
+                    episodes: history.episodes,
+                    total_ns: history.total_ns,
                 }
             })
             .collect();
         tasks.sort_by(|a, b| {
             let key = |t: &DStateTask| t.blocked_ns.unwrap_or(u64::MAX);
-            key(b).cmp(&key(a)).then(a.pid.cmp(&b.pid))
+            key(b).cmp(&key(a)).then(a.tid.cmp(&b.tid))
         });
         tasks
     }
@@ -120,7 +151,7 @@ impl DStateBook {
             .recent
             .iter()
             .map(|e| DStateEpisodeRow {
-                pid: e.pid,
+                tid: e.tid,
                 tgid: e.tgid,
                 comm: e.comm.to_string(),
                 duration_ns: e.duration_ns(),
@@ -137,7 +168,13 @@ impl DStateBook {
         rows
     }
 
-    pub(super) fn forget(&mut self, alive: impl Fn(u32) -> bool) {
-        self.prev_time.retain(|tgid, _| alive(*tgid));
+    /// Forgets the threads of a process that exited.
+    pub(super) fn forget_process(&mut self, tgid: u32) {
+        self.per_thread.retain(|_, h| h.tgid != tgid);
+    }
+
+    #[cfg(test)]
+    pub(super) fn remembered(&self) -> (usize, usize) {
+        (self.recent.len(), self.per_thread.len())
     }
 }

@@ -1,8 +1,8 @@
 //! Deterministic synthetic snapshots for view and app tests.
 
 use super::{
-    Aggregator, BlockIo, Comm, DStateNow, Dev, DiskStat, DiskTotals, FileRef, KernelCounters,
-    KernelSample, Op, Settings, Snapshot, SyncCall, SyncKind,
+    Aggregator, BlockIo, Comm, DStateNow, Dev, DiskStat, DiskTotals, FileRef, Input,
+    KernelCounters, KernelSample, Op, SampleKind, Settings, Snapshot, SyncCall, SyncKind,
 };
 
 const MS: u64 = 1_000_000;
@@ -106,7 +106,7 @@ pub fn demo_snapshot() -> Snapshot {
         events.extend([data, journal]);
         syncs.push(SyncCall {
             tgid: 5689,
-            pid: 5689,
+            tid: 5689,
             comm: Comm::new("lab001"),
             kind: SyncKind::Fsync,
             fd: Some(3),
@@ -117,12 +117,17 @@ pub fn demo_snapshot() -> Snapshot {
             window_writes: 1,
             file: FileRef::Path("/data/lab001.log".into()),
             dev: Some(loop0),
+            fs_block_size: 4096,
+            fs_dev: None,
+            ino: 0,
+            name: String::new(),
         });
     }
 
     let totals = disk_totals_of(&events);
     let mut model = Aggregator::new(Settings::default(), 0);
     let sample = |now_ns, busy| KernelSample {
+        kind: SampleKind::Interval,
         now_ns,
         counters: KernelCounters::default(),
         disks: totals.clone(),
@@ -140,25 +145,31 @@ pub fn demo_snapshot() -> Snapshot {
         dstate_now: vec![],
         dstate_time: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
+        geometry: vec![],
     };
-    // A first, empty interval gives the busy-time baseline.
-    let _ = model.tick(&KernelSample {
+    // The baseline at start.
+    model.apply(&Input::Sample(Box::new(KernelSample {
+        kind: SampleKind::Baseline,
         disks: vec![],
         ..sample(0, 0)
-    });
-    for e in &events {
-        model.ingest(e);
+    })));
+    // In stream order: a sync call's record follows the requests it waited for.
+    let mut inputs: Vec<(u64, Input)> = events
+        .iter()
+        .map(|e| (e.completed_ns, Input::Block(*e)))
+        .chain(syncs.into_iter().map(|c| (c.end_ns, Input::Sync(c))))
+        .collect();
+    inputs.sort_by_key(|(at, _)| *at);
+    for (_, input) in &inputs {
+        model.apply(input);
     }
-    for call in &syncs {
-        model.ingest_sync(call);
-    }
-    model.settle_all(1_000 * MS);
     let mut last = sample(1_000 * MS, 420);
+    last.kind = SampleKind::Final;
     last.logical_writes = vec![(5689, 200 * 128)];
     // A shell stuck in vfork for 7 s, and lab001 caught waiting for its journal commit.
     last.dstate_now = vec![
         DStateNow {
-            pid: 4711,
+            tid: 4711,
             tgid: 4711,
             comm: "make".into(),
             start_ns: Some(0),
@@ -172,7 +183,7 @@ pub fn demo_snapshot() -> Snapshot {
             .to_vec(),
         },
         DStateNow {
-            pid: 5689,
+            tid: 5689,
             tgid: 5689,
             comm: "lab001".into(),
             start_ns: Some(6_990 * MS),
@@ -207,7 +218,7 @@ fn request(
         op,
         flags: 0,
         tgid,
-        pid: tgid,
+        tid: tgid,
         comm: Comm::new(comm),
         created_ns: i * US,
         issued_ns: i * US + queue,

@@ -1,9 +1,9 @@
 //! Latency histograms.
 //!
-//! [`LatencyHist`] is a log-linear histogram (HDR style): values below 64 ns are exact, above
-//! that every power of two is split into 32 linear sub-buckets, so a reported percentile is
-//! within 1/64 (1.6%) of the true value. That is what the percentiles come from; the 2x-wide
-//! log2 buckets ([`Log2Hist`]) are only for drawing, as biolatency prints them.
+//! [`Histogram`] is log-linear (HDR style): values below 64 are exact, above that every power
+//! of two is split into 32 linear sub-buckets, so a reported percentile is within 1/64 (1.6%)
+//! of the true value. That is what the percentiles come from; the 2x-wide log2 buckets
+//! ([`Log2Hist`]) are only for drawing, as biolatency prints them.
 
 use iotop_bpf_common::hist::{SLOTS, log2_slot};
 
@@ -38,73 +38,80 @@ const fn bucket_range(bucket: usize) -> (u64, u64) {
     (mantissa << shift, ((mantissa + 1) << shift) - 1)
 }
 
-/// Log-linear latency histogram in nanoseconds, with exact count, sum and max.
+/// Log-linear histogram with exact count, sum and max. Unit-agnostic (latencies in ns,
+/// sizes in bytes). Only the buckets between the smallest and the largest value seen are
+/// stored, so a process whose latencies span 10 us to 1 ms keeps ~200 buckets, not 1,300.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LatencyHist {
-    /// Grown on demand up to the highest bucket used.
+pub struct Histogram {
+    /// Index of `buckets[0]`.
+    first: usize,
     buckets: Vec<u64>,
     count: u64,
-    sum_ns: u64,
-    max_ns: u64,
-    /// Exact log2 counts for drawing (fine buckets do not align with microsecond bounds).
-    log2: Log2Hist,
+    sum: u64,
+    max: u64,
 }
 
-impl LatencyHist {
-    pub fn record(&mut self, value_ns: u64) {
-        let bucket = bucket_of(value_ns);
-        if self.buckets.len() <= bucket {
-            self.buckets.resize(bucket + 1, 0);
-        }
-        self.buckets[bucket] += 1;
-        self.log2.slots[log2_slot(value_ns) as usize] += 1;
+impl Histogram {
+    pub fn record(&mut self, value: u64) {
+        self.add_to_bucket(bucket_of(value), 1);
         self.count += 1;
-        self.sum_ns = self.sum_ns.saturating_add(value_ns);
-        self.max_ns = self.max_ns.max(value_ns);
+        self.sum = self.sum.saturating_add(value);
+        self.max = self.max.max(value);
+    }
+
+    fn add_to_bucket(&mut self, bucket: usize, n: u64) {
+        if self.buckets.is_empty() {
+            self.first = bucket;
+        } else if bucket < self.first {
+            let grow = self.first - bucket;
+            self.buckets.splice(0..0, std::iter::repeat_n(0, grow));
+            self.first = bucket;
+        }
+        let at = bucket - self.first;
+        if self.buckets.len() <= at {
+            self.buckets.resize(at + 1, 0);
+        }
+        self.buckets[at] += n;
     }
 
     pub fn merge(&mut self, other: &Self) {
-        if self.buckets.len() < other.buckets.len() {
-            self.buckets.resize(other.buckets.len(), 0);
-        }
-        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
-            *mine += theirs;
-        }
-        for (mine, theirs) in self.log2.slots.iter_mut().zip(other.log2.slots) {
-            *mine += theirs;
+        for (i, &n) in other.buckets.iter().enumerate() {
+            if n != 0 {
+                self.add_to_bucket(other.first + i, n);
+            }
         }
         self.count += other.count;
-        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
-        self.max_ns = self.max_ns.max(other.max_ns);
+        self.sum = self.sum.saturating_add(other.sum);
+        self.max = self.max.max(other.max);
     }
 
+    /// Empties it, keeping its allocation for the next period.
     pub fn clear(&mut self) {
-        self.buckets.iter_mut().for_each(|b| *b = 0);
-        self.log2 = Log2Hist::default();
+        self.buckets.clear();
         self.count = 0;
-        self.sum_ns = 0;
-        self.max_ns = 0;
+        self.sum = 0;
+        self.max = 0;
     }
 
     pub fn count(&self) -> u64 {
         self.count
     }
 
-    pub fn sum_ns(&self) -> u64 {
-        self.sum_ns
+    pub fn sum(&self) -> u64 {
+        self.sum
     }
 
-    pub fn max_ns(&self) -> u64 {
-        self.max_ns
+    pub fn max(&self) -> u64 {
+        self.max
     }
 
-    pub fn mean_ns(&self) -> u64 {
-        self.sum_ns.checked_div(self.count).unwrap_or(0)
+    pub fn mean(&self) -> u64 {
+        self.sum.checked_div(self.count).unwrap_or(0)
     }
 
     /// The value at quantile `q` (0..=1): the midpoint of the bucket holding the
     /// `ceil(q * count)`-th smallest value, never above the exact maximum. 0 when empty.
-    pub fn quantile_ns(&self, q: f64) -> u64 {
+    pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
@@ -116,22 +123,36 @@ impl LatencyHist {
         )]
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
         if rank >= self.count {
-            return self.max_ns;
+            return self.max;
         }
         let mut seen = 0;
-        for (bucket, &n) in self.buckets.iter().enumerate() {
+        for (i, &n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= rank {
-                let (low, high) = bucket_range(bucket);
-                return (low + (high - low) / 2).min(self.max_ns);
+                let (low, high) = bucket_range(self.first + i);
+                return (low + (high - low) / 2).min(self.max);
             }
         }
-        self.max_ns
+        self.max
     }
 
-    /// Counts per log2 microsecond slot, for drawing.
+    /// Counts per log2 microsecond slot, for drawing a latency histogram (each fine bucket
+    /// goes to the slot of its midpoint: a bucket is at most 1/32 of its value wide).
     pub fn log2(&self) -> Log2Hist {
-        self.log2
+        let mut out = Log2Hist::default();
+        for (i, &n) in self.buckets.iter().enumerate() {
+            if n != 0 {
+                let (low, high) = bucket_range(self.first + i);
+                out.slots[log2_slot(low + (high - low) / 2) as usize] += n;
+            }
+        }
+        out
+    }
+
+    /// Bytes of heap it holds (for the memory bounds' tests).
+    #[cfg(test)]
+    pub fn heap_bytes(&self) -> usize {
+        self.buckets.capacity() * size_of::<u64>()
     }
 }
 
@@ -181,7 +202,7 @@ mod tests {
 
     #[test]
     fn quantiles_of_a_uniform_distribution_are_within_two_percent() {
-        let mut hist = LatencyHist::default();
+        let mut hist = Histogram::default();
         // 1..=100_000 us, each once.
         for us in 1..=100_000u64 {
             hist.record(us * 1_000);
@@ -192,43 +213,69 @@ mod tests {
             (0.999, 99_900_000.0),
         ] {
             #[expect(clippy::cast_precision_loss, reason = "test values are small")]
-            let got = hist.quantile_ns(q) as f64;
+            let got = hist.quantile(q) as f64;
             assert!((got - exact).abs() / exact < 0.02, "q{q}: {got} vs {exact}");
         }
-        assert_eq!(hist.max_ns(), 100_000_000);
+        assert_eq!(hist.max(), 100_000_000);
         assert_eq!(hist.count(), 100_000);
         assert_eq!(hist.log2().total(), 100_000);
     }
 
     #[test]
     fn the_top_rank_is_the_exact_maximum() {
-        let mut hist = LatencyHist::default();
+        let mut hist = Histogram::default();
         hist.record(1_234_567);
-        assert_eq!(hist.quantile_ns(0.0), 1_234_567);
-        assert_eq!(hist.quantile_ns(0.5), 1_234_567);
-        assert_eq!(hist.quantile_ns(1.0), 1_234_567);
+        assert_eq!(hist.quantile(0.0), 1_234_567);
+        assert_eq!(hist.quantile(0.5), 1_234_567);
+        assert_eq!(hist.quantile(1.0), 1_234_567);
     }
 
     #[test]
     fn empty_and_huge_values_do_not_panic() {
-        let mut hist = LatencyHist::default();
-        assert_eq!(hist.quantile_ns(0.99), 0);
+        let mut hist = Histogram::default();
+        assert_eq!(hist.quantile(0.99), 0);
         hist.record(u64::MAX);
         hist.record(0);
         assert_eq!(hist.count(), 2);
-        assert_eq!(hist.quantile_ns(1.0), u64::MAX);
+        assert_eq!(hist.quantile(1.0), u64::MAX);
+    }
+
+    #[test]
+    fn only_the_used_range_is_stored() {
+        let mut hist = Histogram::default();
+        hist.record(100_000);
+        hist.record(1_000_000);
+        assert!(hist.heap_bytes() <= 120 * 8, "{}", hist.heap_bytes());
+        hist.record(10_000);
+        hist.record(5_000_000);
+        assert_eq!(hist.count(), 4);
+        assert_eq!(hist.quantile(0.0), bucket_mid(10_000));
+        assert_eq!(hist.quantile(1.0), 5_000_000);
+        let mut other = Histogram::default();
+        other.record(50);
+        hist.merge(&other);
+        assert_eq!(hist.quantile(0.0), 50, "grown downwards by a merge");
+        hist.clear();
+        assert_eq!((hist.count(), hist.quantile(0.5)), (0, 0));
+        hist.record(7);
+        assert_eq!(hist.quantile(0.5), 7);
+    }
+
+    fn bucket_mid(value: u64) -> u64 {
+        let (low, high) = bucket_range(bucket_of(value));
+        low + (high - low) / 2
     }
 
     #[test]
     fn merge_adds_counts() {
-        let mut a = LatencyHist::default();
-        let mut b = LatencyHist::default();
+        let mut a = Histogram::default();
+        let mut b = Histogram::default();
         a.record(10);
         b.record(1_000_000);
         b.record(2_000_000);
         a.merge(&b);
         assert_eq!(a.count(), 3);
-        assert_eq!(a.max_ns(), 2_000_000);
-        assert_eq!(a.sum_ns(), 3_000_010);
+        assert_eq!(a.max(), 2_000_000);
+        assert_eq!(a.sum(), 3_000_010);
     }
 }

@@ -79,6 +79,12 @@ impl Comm {
         let end = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
         String::from_utf8_lossy(&self.0[..end])
     }
+
+    /// A NUL-terminated (or full) kernel string as text.
+    pub fn text(raw: &[u8]) -> String {
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        String::from_utf8_lossy(&raw[..end]).into_owned()
+    }
 }
 
 /// Recorded as text.
@@ -138,7 +144,9 @@ pub struct BlockIo {
     /// `FLAG_*` bits from the wire record.
     pub flags: u8,
     pub tgid: u32,
-    pub pid: u32,
+    /// The thread that created the request.
+    #[serde(alias = "pid")]
+    pub tid: u32,
     pub comm: Comm,
     pub created_ns: u64,
     pub issued_ns: u64,
@@ -184,7 +192,7 @@ impl BlockIo {
 }
 
 /// Which sync call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum SyncKind {
     Fsync,
     Fdatasync,
@@ -229,7 +237,8 @@ impl SyncKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncCall {
     pub tgid: u32,
-    pub pid: u32,
+    #[serde(alias = "pid")]
+    pub tid: u32,
     pub comm: Comm,
     pub kind: SyncKind,
     /// `None` for calls without a file (sync, msync).
@@ -245,6 +254,18 @@ pub struct SyncCall {
     pub file: FileRef,
     /// The whole disk the file lives on, when known.
     pub dev: Option<Dev>,
+    /// Block size of the file's filesystem (read in the kernel during the call, else
+    /// `statvfs`); 0 when unknown.
+    #[serde(default)]
+    pub fs_block_size: u32,
+    /// The file's filesystem device, inode number and last path component, as the kernel
+    /// saw them during the call, when known.
+    #[serde(default)]
+    pub fs_dev: Option<Dev>,
+    #[serde(default)]
+    pub ino: u64,
+    #[serde(default)]
+    pub name: String,
 }
 
 impl SyncCall {
@@ -256,7 +277,8 @@ impl SyncCall {
 /// A finished D-state episode (only those above the probes' threshold are streamed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DStateEpisode {
-    pub pid: u32,
+    #[serde(alias = "pid")]
+    pub tid: u32,
     pub tgid: u32,
     pub comm: Comm,
     pub start_ns: u64,
@@ -277,7 +299,8 @@ impl DStateEpisode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DioCall {
     pub tgid: u32,
-    pub pid: u32,
+    #[serde(alias = "pid")]
+    pub tid: u32,
     pub comm: Comm,
     pub ts_ns: u64,
     /// The filesystem's device (a partition, perhaps) and the whole disk below it.
@@ -294,12 +317,20 @@ pub struct DioCall {
     pub fs_block_size: u32,
     pub logical_block_size: u32,
     pub physical_block_size: u32,
+    /// Where the filesystem's device starts on `disk`, in 512-byte sectors (0 for a whole
+    /// disk): requests report disk sectors, filesystem blocks are aligned to this start.
+    #[serde(default)]
+    pub fs_start_sector: u64,
+    /// The file's path, when the feed could find it among the process's open files.
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 /// A thread in D state now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DStateNow {
-    pub pid: u32,
+    #[serde(alias = "pid")]
+    pub tid: u32,
     pub tgid: u32,
     pub comm: String,
     /// When its episode began; `None` for threads already in D when iotop-bpf started.
@@ -313,8 +344,26 @@ pub enum FileRef {
     /// The call has no file (sync, msync).
     NoFile,
     Path(String),
+    /// The path could not be found (the process exited first), but the kernel named the
+    /// file during the call: its last path component and inode.
+    Inode {
+        dev: Dev,
+        ino: u64,
+        name: String,
+    },
     /// The fd could not be resolved, and why (e.g. the process exited first).
     Unresolved(String),
+}
+
+impl FileRef {
+    /// A name for the file when it has one: its path, or its inode.
+    pub fn name(&self) -> Option<String> {
+        match self {
+            Self::Path(path) => Some(path.clone()),
+            Self::Inode { .. } => Some(self.to_string()),
+            Self::NoFile | Self::Unresolved(_) => None,
+        }
+    }
 }
 
 impl fmt::Display for FileRef {
@@ -322,6 +371,8 @@ impl fmt::Display for FileRef {
         match self {
             Self::NoFile => f.write_str("-"),
             Self::Path(path) => f.write_str(path),
+            Self::Inode { dev, ino, name } if name.is_empty() => write!(f, "inode {ino} on {dev}"),
+            Self::Inode { dev, ino, name } => write!(f, ".../{name} (inode {ino} on {dev})"),
             Self::Unresolved(why) => write!(f, "? ({why})"),
         }
     }
@@ -363,9 +414,59 @@ pub struct DiskStat {
     pub io_ticks_ms: u64,
 }
 
+/// What a sample does to the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleKind {
+    /// Taken when the probes were attached: the kernel's cumulative counters and /proc figures
+    /// at the start, so the first interval is a difference like every other one.
+    Baseline,
+    /// Closes an interval.
+    #[default]
+    Interval,
+    /// Closes the last interval (quit, SIGINT, `-n`): every pending journal charge is settled
+    /// first, so the last report is complete.
+    Final,
+}
+
+/// Sizes the kernel reports for a block device (`/sys/block/*/queue`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DiskGeometry {
+    pub dev: Dev,
+    pub logical_block_size: u32,
+    pub physical_block_size: u32,
+    /// `minimum_io_size`: the smallest request the device handles without a penalty.
+    pub minimum_io_size: u32,
+}
+
+/// A process exited (its last thread left): its state can go once its figures are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessExit {
+    pub tgid: u32,
+    pub ts_ns: u64,
+}
+
+/// Everything the model is fed, in order. The live probes and a recording produce the same
+/// sequence; time enters only through the timestamps in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    Block(BlockIo),
+    Sync(SyncCall),
+    Dio(DioCall),
+    #[serde(rename = "dstate")]
+    DState(DStateEpisode),
+    Exit(ProcessExit),
+    /// Ring-buffer records that could not be decoded.
+    BadRecords(u64),
+    Sample(Box<KernelSample>),
+}
+
 /// What the feed samples from the kernel at the end of each interval.
 #[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct KernelSample {
+    #[serde(default)]
+    pub kind: SampleKind,
     /// `CLOCK_MONOTONIC`, the clock of the event timestamps.
     pub now_ns: u64,
     pub counters: KernelCounters,
@@ -379,4 +480,7 @@ pub struct KernelSample {
     pub dstate_time: Vec<(u32, u64)>,
     /// Device names (`/sys/block/*/dev`), e.g. `7:0` -> `loop0`.
     pub names: Vec<(Dev, String)>,
+    /// Block sizes of the disks.
+    #[serde(default)]
+    pub geometry: Vec<DiskGeometry>,
 }

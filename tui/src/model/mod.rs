@@ -1,29 +1,36 @@
-//! The pure model: aggregates block-I/O events into per-process and per-disk figures.
+//! The pure model: folds decoded events and kernel samples into per-process and per-disk
+//! figures, judges each sync call's cost, and names pathological patterns.
 //!
-//! Nothing here knows about aya, tokio, ratatui or the clock: time enters only through event
-//! timestamps and [`KernelSample::now_ns`], so the same inputs always give the same
-//! [`Snapshot`]. That is what lets unit tests feed synthetic streams.
+//! Nothing here knows about aya, tokio, ratatui, the terminal or the clock: time enters only
+//! through event timestamps and [`KernelSample::now_ns`], so the same [`Input`]s always give
+//! the same [`Snapshot`]s. That is what lets unit tests feed synthetic streams and a replay
+//! reproduce a live run exactly.
 
 mod aggregator;
-mod blame;
+mod disks;
 mod dstate;
 pub mod findings;
 pub mod hist;
 mod input;
+mod ledger;
 mod patterns;
+mod procs;
+pub mod quantity;
 mod snapshot;
 mod sync;
 
-pub use aggregator::{Aggregator, Settings};
-pub use blame::GRACE_NS;
-pub use hist::{LatencyHist, Log2Hist};
+pub use aggregator::Aggregator;
+pub use hist::{Histogram, Log2Hist};
 pub use input::{
-    BlockIo, Comm, DStateEpisode, DStateNow, Dev, DioCall, DiskStat, DiskTotals, FileRef,
-    KernelCounters, KernelSample, Op, SyncCall, SyncKind,
+    BlockIo, Comm, DStateEpisode, DStateNow, Dev, DioCall, DiskGeometry, DiskStat, DiskTotals,
+    FileRef, Input, KernelCounters, KernelSample, Op, ProcessExit, SampleKind, SyncCall, SyncKind,
 };
+pub use ledger::{GRACE_NS, SETTLE_NS};
+pub use procs::Settings;
 pub use snapshot::{
     DStateEpisodeRow, DStateTask, DioFigures, DiskFigures, DiskRow, EventStats, Latency, Party,
-    ProcDeviceRow, ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures, wait_site,
+    ProcDeviceRow, ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures, SyncPopulation,
+    wait_site,
 };
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Per-process request patterns the detectors read: byte-exact request sizes, sequentiality,
-//! and direct I/O alignment with the zeroing it makes the kernel do.
+//! and direct I/O with the zeroing it makes the kernel do, judged against the geometry of
+//! the file's filesystem (its block size and where it starts on the disk), never a constant.
 
 use std::collections::BTreeMap;
 
@@ -7,64 +8,136 @@ use iotop_bpf_common::dio::predicted_zeroing;
 
 use super::{BlockIo, Dev, DioCall, Op, snapshot::DioFigures};
 
-/// Distinct request sizes kept per process and direction (the rest are summed in the last).
+/// Distinct request sizes kept per process and direction; newcomers past it are counted in
+/// the largest size kept (so totals still add up).
 const MAX_SIZES: usize = 256;
+/// Distinct predicted pad sizes kept per period.
+const MAX_PADS: usize = 16;
 
-/// Block size for "a write request that finishes a block it did not start": the on-disk
-/// trace of sub-block zeroing, merged into its data request or not.
-const TAIL_BLOCK: u64 = 4096;
+/// Where a process's direct I/O lands: the filesystem's geometry on its disk and the pads
+/// its recent calls predicted. Kept across intervals (a call and its requests may straddle
+/// a tick), bounded to a few filesystems.
+#[derive(Clone, Debug, Default)]
+pub(super) struct DioGeometry {
+    entries: Vec<GeometryEntry>,
+}
+
+#[derive(Clone, Debug)]
+struct GeometryEntry {
+    disk: Dev,
+    fs_start_sector: u64,
+    fs_block: u64,
+    /// Recently predicted tail pads, newest last.
+    pads: Vec<u64>,
+}
+
+const MAX_GEOMETRIES: usize = 4;
+const MAX_RECENT_PADS: usize = 8;
+
+impl DioGeometry {
+    fn note(&mut self, call: &DioCall, tail: u64) {
+        let fs_block = u64::from(call.fs_block_size);
+        if fs_block == 0 {
+            return;
+        }
+        let at = self
+            .entries
+            .iter()
+            .position(|e| e.disk == call.disk && e.fs_start_sector == call.fs_start_sector);
+        let entry = match at {
+            Some(i) => &mut self.entries[i],
+            None => {
+                if self.entries.len() == MAX_GEOMETRIES {
+                    self.entries.remove(0);
+                }
+                self.entries.push(GeometryEntry {
+                    disk: call.disk,
+                    fs_start_sector: call.fs_start_sector,
+                    fs_block,
+                    pads: Vec::new(),
+                });
+                let last = self.entries.len() - 1;
+                &mut self.entries[last]
+            }
+        };
+        entry.fs_block = fs_block;
+        if tail > 0 && !entry.pads.contains(&tail) {
+            if entry.pads.len() == MAX_RECENT_PADS {
+                entry.pads.remove(0);
+            }
+            entry.pads.push(tail);
+        }
+    }
+
+    /// How a write request relates to the process's direct I/O: `(finishes a block it
+    /// started inside, is exactly a predicted pad)`.
+    fn classify(&self, io: &BlockIo) -> (bool, bool) {
+        for e in self.entries.iter().filter(|e| e.disk == io.dev) {
+            let Some(start) = io
+                .sector
+                .checked_sub(e.fs_start_sector)
+                .and_then(|s| s.checked_mul(512))
+            else {
+                continue;
+            };
+            let Some(end) = start.checked_add(u64::from(io.bytes)) else {
+                continue;
+            };
+            if end.is_multiple_of(e.fs_block) && !start.is_multiple_of(e.fs_block) {
+                return (true, e.pads.contains(&u64::from(io.bytes)));
+            }
+        }
+        (false, false)
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct PatternStats {
     write_sizes: BTreeMap<u32, u64>,
     read_sizes: BTreeMap<u32, u64>,
     sequential: u64,
-    /// Write requests that start inside a 4 KiB block and end on a block boundary.
-    block_finishing_writes: u64,
     dio: DioStats,
 }
 
 #[derive(Clone, Debug, Default)]
 struct DioStats {
     calls: u64,
-    writes: u64,
     data_bytes: u64,
     tail_writes: u64,
     tail_bytes: u64,
     head_writes: u64,
     head_bytes: u64,
     pads: BTreeMap<u64, u64>,
-    unaligned_physical: u64,
+    pad_requests: u64,
+    block_finishing_requests: u64,
+    unaligned_calls: u64,
     physical_block_size: u32,
     fs_block_size: u32,
     disk: Option<Dev>,
-    ino: Option<u64>,
+    file: Option<String>,
     example: Option<(u64, u64, u64)>,
 }
 
-fn count_size(sizes: &mut BTreeMap<u32, u64>, bytes: u32) {
-    if sizes.len() >= MAX_SIZES && !sizes.contains_key(&bytes) {
-        // Keep byte-exact counts for the sizes seen first; fold newcomers into the largest.
+fn count_size<K: Ord + Copy>(sizes: &mut BTreeMap<K, u64>, key: K, n: u64, cap: usize) {
+    if sizes.len() >= cap && !sizes.contains_key(&key) {
         if let Some(mut last) = sizes.last_entry() {
-            *last.get_mut() += 1;
+            *last.get_mut() += n;
         }
         return;
     }
-    *sizes.entry(bytes).or_default() += 1;
+    *sizes.entry(key).or_default() += n;
 }
 
 impl PatternStats {
-    pub(super) fn add_request(&mut self, io: &BlockIo, sequential: bool) {
+    pub(super) fn add_request(&mut self, io: &BlockIo, sequential: bool, geometry: &DioGeometry) {
         match io.op {
             Op::Write => {
-                count_size(&mut self.write_sizes, io.bytes);
-                let start = io.sector * 512;
-                let end = start + u64::from(io.bytes);
-                if !start.is_multiple_of(TAIL_BLOCK) && end.is_multiple_of(TAIL_BLOCK) {
-                    self.block_finishing_writes += 1;
-                }
+                count_size(&mut self.write_sizes, io.bytes, 1, MAX_SIZES);
+                let (finishing, pad) = geometry.classify(io);
+                self.dio.block_finishing_requests += u64::from(finishing);
+                self.dio.pad_requests += u64::from(pad);
             }
-            Op::Read => count_size(&mut self.read_sizes, io.bytes),
+            Op::Read => count_size(&mut self.read_sizes, io.bytes, 1, MAX_SIZES),
             _ => {}
         }
         if sequential {
@@ -72,23 +145,26 @@ impl PatternStats {
         }
     }
 
-    pub(super) fn add_dio(&mut self, call: &DioCall) {
+    pub(super) fn add_dio(&mut self, call: &DioCall, geometry: &mut DioGeometry) {
         let d = &mut self.dio;
         d.calls += 1;
         d.disk = Some(call.disk);
-        d.ino = Some(call.ino);
+        d.file = Some(
+            call.file
+                .clone()
+                .unwrap_or_else(|| format!("inode {}", call.ino)),
+        );
         d.physical_block_size = call.physical_block_size;
         d.fs_block_size = call.fs_block_size;
         let physical = u64::from(call.physical_block_size);
         if physical > 0 && !(call.pos | call.count).is_multiple_of(physical) {
-            d.unaligned_physical += 1;
+            d.unaligned_calls += 1;
         }
         // The tracepoint only says "write" for asynchronous calls (IOCB_WRITE); synchronous
         // writes look like reads. Every call is a candidate: zeroing needs a call ending at or
-        // past EOF, which reads rarely do, and the detector wants the zeroing's own small write
+        // past EOF, which reads rarely do, and the detector wants the zeroing's own write
         // requests as confirmation, which reads never cause.
-        d.writes += 1;
-        d.data_bytes += call.count;
+        d.data_bytes = d.data_bytes.saturating_add(call.count);
         let (head, tail) = predicted_zeroing(
             call.pos,
             call.count,
@@ -98,41 +174,42 @@ impl PatternStats {
         if tail > 0 {
             d.tail_writes += 1;
             d.tail_bytes += tail;
-            *d.pads.entry(tail).or_default() += 1;
+            count_size(&mut d.pads, tail, 1, MAX_PADS);
             d.example.get_or_insert((call.pos, call.count, tail));
         }
         if head > 0 {
             d.head_writes += 1;
             d.head_bytes += head;
         }
+        geometry.note(call, tail);
     }
 
     pub(super) fn merge(&mut self, other: &Self) {
         for (&size, &n) in &other.write_sizes {
-            *self.write_sizes.entry(size).or_default() += n;
+            count_size(&mut self.write_sizes, size, n, MAX_SIZES);
         }
         for (&size, &n) in &other.read_sizes {
-            *self.read_sizes.entry(size).or_default() += n;
+            count_size(&mut self.read_sizes, size, n, MAX_SIZES);
         }
         self.sequential += other.sequential;
-        self.block_finishing_writes += other.block_finishing_writes;
         let (d, o) = (&mut self.dio, &other.dio);
         d.calls += o.calls;
-        d.writes += o.writes;
-        d.data_bytes += o.data_bytes;
+        d.data_bytes = d.data_bytes.saturating_add(o.data_bytes);
         d.tail_writes += o.tail_writes;
         d.tail_bytes += o.tail_bytes;
         d.head_writes += o.head_writes;
         d.head_bytes += o.head_bytes;
         for (&pad, &n) in &o.pads {
-            *d.pads.entry(pad).or_default() += n;
+            count_size(&mut d.pads, pad, n, MAX_PADS);
         }
-        d.unaligned_physical += o.unaligned_physical;
+        d.pad_requests += o.pad_requests;
+        d.block_finishing_requests += o.block_finishing_requests;
+        d.unaligned_calls += o.unaligned_calls;
         if o.calls > 0 {
             d.physical_block_size = o.physical_block_size;
             d.fs_block_size = o.fs_block_size;
             d.disk = o.disk;
-            d.ino = o.ino;
+            d.file.clone_from(&o.file);
         }
         if d.example.is_none() {
             d.example = o.example;
@@ -151,27 +228,134 @@ impl PatternStats {
         self.sequential
     }
 
-    pub(super) fn block_finishing_writes(&self) -> u64 {
-        self.block_finishing_writes
-    }
-
     pub(super) fn dio_figures(&self) -> DioFigures {
         let d = &self.dio;
         DioFigures {
             calls: d.calls,
-            writes: d.writes,
             data_bytes: d.data_bytes,
             tail_writes: d.tail_writes,
             tail_bytes: d.tail_bytes,
             head_writes: d.head_writes,
             head_bytes: d.head_bytes,
             pads: d.pads.iter().map(|(&p, &n)| (p, n)).collect(),
-            unaligned_physical: d.unaligned_physical,
+            pad_requests: d.pad_requests,
+            block_finishing_requests: d.block_finishing_requests,
+            unaligned_calls: d.unaligned_calls,
             physical_block_size: d.physical_block_size,
             fs_block_size: d.fs_block_size,
             disk: d.disk,
-            ino: d.ino,
+            file: d.file.clone(),
             example: d.example,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Comm;
+
+    fn call(pos: u64, count: u64, isize: u64, block: u32, start: u64) -> DioCall {
+        DioCall {
+            tgid: 1,
+            tid: 1,
+            comm: Comm::new("w"),
+            ts_ns: 0,
+            fs_dev: Dev::new(7, 1),
+            disk: Dev::new(7, 0),
+            ino: 12,
+            isize,
+            pos,
+            count,
+            write: false,
+            fs_block_size: block,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            fs_start_sector: start,
+            file: None,
+        }
+    }
+
+    fn write_at(byte: u64, bytes: u32) -> BlockIo {
+        BlockIo {
+            dev: Dev::new(7, 0),
+            sector: byte / 512,
+            bytes,
+            op: Op::Write,
+            flags: 0,
+            tgid: 1,
+            tid: 1,
+            comm: Comm::new("w"),
+            created_ns: 0,
+            issued_ns: 0,
+            completed_ns: 0,
+            error: 0,
+            kernel_thread: false,
+        }
+    }
+
+    #[test]
+    fn the_pad_is_judged_against_the_filesystem_block_and_its_start() {
+        for (block, start_sector) in [(1024u32, 0u64), (2048, 0), (4096, 2048), (65536, 8)] {
+            let mut geometry = DioGeometry::default();
+            let mut stats = PatternStats::default();
+            // A write ending 512 bytes into a block, at EOF: the rest of the block is zeroed.
+            let block64 = u64::from(block);
+            let pos = 3 * block64 + 512;
+            stats.add_dio(&call(pos, block64, pos, block, start_sector), &mut geometry);
+            let pad = block64 - 512;
+            assert_eq!(
+                stats.dio.pads.keys().copied().collect::<Vec<_>>(),
+                vec![pad]
+            );
+            // The zero write: from the call's end to the block's end, on the disk.
+            let fs_at = start_sector * 512;
+            let zero = write_at(fs_at + 4 * block64 + 512, u32::try_from(pad).unwrap());
+            stats.add_request(&zero, false, &geometry);
+            // Merged into the data write: starts off a block, ends on one.
+            let merged = write_at(fs_at + pos, u32::try_from(block64 + pad).unwrap());
+            stats.add_request(&merged, false, &geometry);
+            // Aligned and sub-block-but-not-finishing requests do not count.
+            stats.add_request(&write_at(fs_at + 8 * block64, block), false, &geometry);
+            stats.add_request(&write_at(fs_at + 8 * block64, 512), false, &geometry);
+            let d = stats.dio_figures();
+            assert_eq!(
+                (d.pad_requests, d.block_finishing_requests),
+                (1, 2),
+                "block {block}, start {start_sector}"
+            );
+        }
+    }
+
+    #[test]
+    fn absurd_sectors_do_not_overflow() {
+        let mut geometry = DioGeometry::default();
+        let mut stats = PatternStats::default();
+        stats.add_dio(&call(512, 1024, 0, 4096, 0), &mut geometry);
+        let mut io = write_at(0, u32::MAX);
+        io.sector = u64::MAX;
+        stats.add_request(&io, false, &geometry);
+        stats.add_dio(
+            &call(u64::MAX - 10, u64::MAX, u64::MAX, 4096, 0),
+            &mut geometry,
+        );
+        assert_eq!(stats.dio.block_finishing_requests, 0);
+    }
+
+    #[test]
+    fn size_maps_stay_bounded_through_merges() {
+        let mut a = PatternStats::default();
+        let mut b = PatternStats::default();
+        for size in 0..1000u32 {
+            a.add_request(&write_at(0, size * 512), false, &DioGeometry::default());
+            b.add_request(&write_at(0, size * 512 + 1), false, &DioGeometry::default());
+        }
+        a.merge(&b);
+        assert_eq!(a.write_sizes.len(), MAX_SIZES);
+        assert_eq!(
+            a.write_sizes.values().sum::<u64>(),
+            2000,
+            "every request counted"
+        );
     }
 }

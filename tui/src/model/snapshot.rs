@@ -2,8 +2,8 @@
 //! start), ready for the views, the batch report and the JSON writer.
 
 use super::{
-    Dev,
-    hist::{LatencyHist, Log2Hist},
+    Dev, DiskGeometry,
+    hist::{Histogram, Log2Hist},
 };
 
 /// Percentiles of a latency distribution, in nanoseconds.
@@ -18,14 +18,14 @@ pub struct Latency {
 }
 
 impl Latency {
-    pub fn of(hist: &LatencyHist) -> Self {
+    pub fn of(hist: &Histogram) -> Self {
         Self {
             count: hist.count(),
-            mean_ns: hist.mean_ns(),
-            p50_ns: hist.quantile_ns(0.50),
-            p99_ns: hist.quantile_ns(0.99),
-            p999_ns: hist.quantile_ns(0.999),
-            max_ns: hist.max_ns(),
+            mean_ns: hist.mean(),
+            p50_ns: hist.quantile(0.50),
+            p99_ns: hist.quantile(0.99),
+            p999_ns: hist.quantile(0.999),
+            max_ns: hist.max(),
         }
     }
 }
@@ -86,6 +86,8 @@ pub struct DiskRow {
     pub dev: Dev,
     /// `loop0`, `nvme0n1`, or `major:minor` when the name is unknown.
     pub name: String,
+    /// Its block sizes (zeros when unknown).
+    pub geometry: DiskGeometry,
     pub interval: DiskFigures,
     pub total: DiskFigures,
 }
@@ -115,35 +117,37 @@ pub struct ProcFigures {
     pub read_sizes: Vec<(u32, u64)>,
     /// Requests that began where its previous request to the same disk ended.
     pub sequential: u64,
-    /// Write requests that start inside a 4 KiB block and end on a block boundary: what
-    /// sub-block zeroing looks like on disk, whether or not the block layer merged the zero
-    /// write into its data write.
-    pub block_finishing_writes: u64,
-    /// Its direct I/O calls that are not 4 KiB-aligned.
+    /// Its direct I/O calls that are not aligned to the largest block size in use.
     pub dio: DioFigures,
 }
 
-/// Direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
+/// Direct I/O calls the probes streamed (those not aligned to the largest filesystem or
+/// physical block size in use), and the zeroing they make the kernel do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DioFigures {
     pub calls: u64,
-    pub writes: u64,
-    /// Bytes those writes asked for.
+    /// Bytes those calls asked for.
     pub data_bytes: u64,
-    /// Writes whose tail (head) the kernel must zero, and the bytes it zeroes.
+    /// Calls whose tail (head) the kernel must zero, and the bytes it zeroes.
     pub tail_writes: u64,
     pub tail_bytes: u64,
     pub head_writes: u64,
     pub head_bytes: u64,
-    /// Predicted tail pads: (bytes, writes), ascending.
+    /// Predicted tail pads: (bytes, calls), ascending.
     pub pads: Vec<(u64, u64)>,
+    /// Write requests exactly the size of a predicted pad that end on a filesystem block
+    /// boundary: the zeroing write seen alone.
+    pub pad_requests: u64,
+    /// Write requests that start inside a filesystem block and end on its boundary: the
+    /// zeroing write merged into its data write by the block layer.
+    pub block_finishing_requests: u64,
     /// Calls not aligned to the device's physical block size.
-    pub unaligned_physical: u64,
+    pub unaligned_calls: u64,
     pub physical_block_size: u32,
     pub fs_block_size: u32,
     pub disk: Option<Dev>,
-    /// The inode of the most recent call.
-    pub ino: Option<u64>,
+    /// The file of the most recent call: its path when known, else `inode N`.
+    pub file: Option<String>,
     /// (pos, count, tail pad) of the first zeroing write.
     pub example: Option<(u64, u64, u64)>,
 }
@@ -156,7 +160,48 @@ pub struct Party {
     pub bytes: u64,
 }
 
+/// Settled sync calls of one population (see [`SyncFigures`]): how many, what they made
+/// durable, and what the device wrote for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncPopulation {
+    pub calls: u64,
+    pub payload_bytes: u64,
+    pub own_bytes: u64,
+    pub charged_bytes: u64,
+    pub min_payload: u64,
+    pub max_payload: u64,
+    /// Block size of the filesystem synced (the last known).
+    pub fs_block_size: u32,
+}
+
+impl SyncPopulation {
+    /// Device bytes per payload byte over the population; `None` without payload.
+    pub fn amplification(&self) -> Option<f64> {
+        #[expect(clippy::cast_precision_loss, reason = "a display ratio")]
+        let ratio = (self.own_bytes + self.charged_bytes) as f64 / self.payload_bytes as f64;
+        (self.payload_bytes > 0).then_some(ratio)
+    }
+
+    pub fn mean_payload(&self) -> u64 {
+        self.payload_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+
+    pub fn mean_own(&self) -> u64 {
+        self.own_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+
+    pub fn mean_charged(&self) -> u64 {
+        self.charged_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+}
+
 /// A process's sync calls over some period.
+///
+/// Each call's cost is settled on its own (its payload, its own device writes, the journal
+/// writes charged to it) and the calls are split into two populations: **small** calls made
+/// less than one filesystem block durable (each still writes at least a whole block), the
+/// others are **large**. Cost figures count settled calls, which lag the calls by up to
+/// [`crate::model::SETTLE_NS`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SyncFigures {
     pub syncs: u64,
@@ -164,9 +209,23 @@ pub struct SyncFigures {
     pub errors: u64,
     pub latency: Latency,
     pub hist: Log2Hist,
+    /// Time spent in sync calls, summed over threads.
+    pub time_ns: u64,
     /// Bytes (and write calls) written to the synced fds since their previous syncs.
     pub window_bytes: u64,
     pub window_writes: u64,
+    /// Median payload per call.
+    pub payload_p50: u64,
+    /// The most frequent kind of call (`fsync`, `fdatasync`, ...).
+    pub kind: &'static str,
+    /// The most synced files: (path, calls), most first.
+    pub files: Vec<(String, u64)>,
+    /// Block size of the synced files' filesystem (0 when unknown).
+    pub fs_block_size: u32,
+    pub small: SyncPopulation,
+    pub large: SyncPopulation,
+    /// Settled calls with nothing to make durable.
+    pub empty: u64,
     /// Bytes of write requests the process created while inside its sync calls.
     pub in_sync_write_bytes: u64,
     /// Bytes kernel threads (journal, write-back) wrote while its sync calls waited.
@@ -177,19 +236,26 @@ pub struct SyncFigures {
     pub on_behalf_of: Vec<Party>,
 }
 
-impl ProcFigures {
-    /// (device bytes it wrote + device bytes written for it) / bytes it asked to write;
-    /// 0 when it asked for nothing.
-    pub fn write_amplification(&self) -> f64 {
-        if self.logical_write_bytes == 0 {
-            return 0.0;
+impl SyncFigures {
+    /// The population with more calls (small on a tie): the process's typical sync.
+    pub fn typical(&self) -> &SyncPopulation {
+        if self.large.calls > self.small.calls {
+            &self.large
+        } else {
+            &self.small
         }
-        #[expect(clippy::cast_precision_loss, reason = "a display ratio")]
-        let ratio = (self.write_bytes + self.sync.charged_write_bytes) as f64
-            / self.logical_write_bytes as f64;
-        ratio
     }
 
+    /// Write amplification of the process's sync calls: device bytes per byte made durable
+    /// (own writes plus charged journal writes, over payload) of its **typical** sync call.
+    /// The `AMP` column, the JSON `write_amplification` and the `write_amplification` finding
+    /// all use this one definition. `None` before any call with a payload was settled.
+    pub fn amplification(&self) -> Option<f64> {
+        self.typical().amplification()
+    }
+}
+
+impl ProcFigures {
     pub fn ios(&self) -> u64 {
         self.reads + self.writes + self.others
     }
@@ -216,6 +282,10 @@ pub struct ProcRow {
     pub tgid: u32,
     /// The comm of the thread that most recently submitted I/O.
     pub comm: String,
+    /// A kernel thread (jbd2, a kworker): it works for others.
+    pub kernel_thread: bool,
+    /// It exited; this is its last row.
+    pub exited: bool,
     pub interval: ProcFigures,
     pub total: ProcFigures,
     /// Per disk, for the interval; empty rows are left out.
@@ -234,6 +304,8 @@ pub struct SyncCallRow {
     pub ret: i64,
     pub end_ns: u64,
     pub window_bytes: u64,
+    /// Once settled: (own device bytes, charged bytes).
+    pub cost: Option<(u64, u64)>,
 }
 
 /// One closed interval.
@@ -261,7 +333,7 @@ pub struct Snapshot {
 /// A thread in D state now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DStateTask {
-    pub pid: u32,
+    pub tid: u32,
     pub tgid: u32,
     pub comm: String,
     /// How long it has been blocked; `None` when it was already in D when iotop-bpf started.
@@ -276,7 +348,7 @@ pub struct DStateTask {
 /// A finished D episode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DStateEpisodeRow {
-    pub pid: u32,
+    pub tid: u32,
     pub tgid: u32,
     pub comm: String,
     pub duration_ns: u64,

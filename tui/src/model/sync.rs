@@ -1,106 +1,249 @@
-//! Per-process sync-call accounting: how often a process syncs, how long it waits, what it
-//! wrote between syncs, and what the device wrote for it.
+//! A process's sync calls over a period: how often, how long, what files, and (once settled)
+//! what each call cost, split into two populations of calls so that a few big syncs cannot
+//! hide many small ones.
 
 use std::collections::BTreeMap;
 
 use super::{
-    Comm, SyncCall,
-    blame::Charge,
-    hist::LatencyHist,
-    snapshot::{Latency, Party, SyncFigures},
+    Comm, SyncCall, SyncKind,
+    hist::Histogram,
+    ledger::{Charge, SettledSync},
+    snapshot::{Latency, Party, SyncFigures, SyncPopulation},
 };
 
+/// Synced files remembered per period (the most synced).
+const MAX_FILES: usize = 8;
+/// Counterparties remembered per period; the rest are summed into one "other" entry.
+const MAX_PARTIES: usize = 8;
+
 #[derive(Clone, Debug, Default)]
-pub(super) struct SyncStats {
-    count: u64,
+pub(super) struct SyncPeriod {
+    calls: u64,
     errors: u64,
-    latency: LatencyHist,
+    latency: Histogram,
     window_bytes: u64,
     window_writes: u64,
-    /// Bytes of write requests the process created inside its own sync calls.
+    kinds: BTreeMap<SyncKind, u64>,
+    /// (path, calls), most synced first.
+    files: Vec<(String, u64)>,
+    /// Payload per call (bytes), for its distribution.
+    payload: Histogram,
+    small: SyncPopulation,
+    large: SyncPopulation,
+    /// Settled calls that made nothing durable (nothing written to the fd since its last
+    /// sync, or a call without a file).
+    empty: u64,
     in_sync_write_bytes: u64,
-    /// Bytes kernel threads wrote for this process's syncs, by thread.
-    charged_from: BTreeMap<u32, (Comm, u64)>,
-    /// For kernel threads: bytes written for each process.
-    on_behalf_of: BTreeMap<u32, (Comm, u64)>,
+    /// Block size of the filesystem of the most recent call that knew it.
+    fs_block_size: u32,
+    charged_from: Parties,
+    on_behalf_of: Parties,
 }
 
-impl SyncStats {
+/// Counterparties by bytes, bounded: past [`MAX_PARTIES`] the smallest is folded into
+/// `other_bytes`.
+#[derive(Clone, Debug, Default)]
+struct Parties {
+    by_tgid: BTreeMap<u32, (Comm, u64)>,
+    other_bytes: u64,
+}
+
+impl Parties {
+    fn add(&mut self, tgid: u32, comm: Comm, bytes: u64) {
+        if let Some(entry) = self.by_tgid.get_mut(&tgid) {
+            entry.0 = comm;
+            entry.1 += bytes;
+            return;
+        }
+        self.by_tgid.insert(tgid, (comm, bytes));
+        if self.by_tgid.len() > MAX_PARTIES
+            && let Some((&smallest, _)) = self.by_tgid.iter().min_by_key(|(_, (_, b))| *b)
+            && let Some((_, b)) = self.by_tgid.remove(&smallest)
+        {
+            self.other_bytes += b;
+        }
+    }
+
+    fn merge(&mut self, other: &Self) {
+        for (&tgid, &(comm, bytes)) in &other.by_tgid {
+            self.add(tgid, comm, bytes);
+        }
+        self.other_bytes += other.other_bytes;
+    }
+
+    fn total(&self) -> u64 {
+        self.by_tgid.values().map(|(_, b)| b).sum::<u64>() + self.other_bytes
+    }
+
+    fn figures(&self) -> Vec<Party> {
+        let mut parties: Vec<Party> = self
+            .by_tgid
+            .iter()
+            .map(|(&tgid, (comm, bytes))| Party {
+                tgid,
+                comm: comm.to_string(),
+                bytes: *bytes,
+            })
+            .collect();
+        parties.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tgid.cmp(&b.tgid)));
+        if self.other_bytes > 0 {
+            parties.push(Party {
+                tgid: 0,
+                comm: "(others)".to_string(),
+                bytes: self.other_bytes,
+            });
+        }
+        parties
+    }
+}
+
+impl SyncPopulation {
+    fn add(&mut self, sync: &SettledSync) {
+        let payload = sync.call.window_bytes;
+        self.calls += 1;
+        self.payload_bytes += payload;
+        self.own_bytes += sync.own_bytes;
+        self.charged_bytes += sync.charged_bytes;
+        self.max_payload = self.max_payload.max(payload);
+        self.min_payload = if self.calls == 1 {
+            payload
+        } else {
+            self.min_payload.min(payload)
+        };
+        if sync.call.fs_block_size != 0 {
+            self.fs_block_size = sync.call.fs_block_size;
+        }
+    }
+
+    fn merge(&mut self, other: &Self) {
+        if other.calls == 0 {
+            return;
+        }
+        self.min_payload = if self.calls == 0 {
+            other.min_payload
+        } else {
+            self.min_payload.min(other.min_payload)
+        };
+        self.calls += other.calls;
+        self.payload_bytes += other.payload_bytes;
+        self.own_bytes += other.own_bytes;
+        self.charged_bytes += other.charged_bytes;
+        self.max_payload = self.max_payload.max(other.max_payload);
+        if other.fs_block_size != 0 {
+            self.fs_block_size = other.fs_block_size;
+        }
+    }
+}
+
+/// Whether a settled call made less than one filesystem block durable (it still writes at
+/// least a whole block). A call on a filesystem of unknown block size is never small.
+fn is_small(call: &SyncCall) -> bool {
+    call.fs_block_size != 0 && call.window_bytes < u64::from(call.fs_block_size)
+}
+
+impl SyncPeriod {
     pub(super) fn add_call(&mut self, call: &SyncCall) {
-        self.count += 1;
+        self.calls += 1;
         if call.ret < 0 {
             self.errors += 1;
         }
         self.latency.record(call.latency_ns());
+        self.payload.record(call.window_bytes);
         self.window_bytes += call.window_bytes;
         self.window_writes += call.window_writes;
-    }
-
-    pub(super) fn add_in_sync_write(&mut self, bytes: u64) {
-        self.in_sync_write_bytes += bytes;
-    }
-
-    pub(super) fn add_charge_received(&mut self, charge: &Charge) {
-        let entry = self
-            .charged_from
-            .entry(charge.from_tgid)
-            .or_insert((charge.from_comm, 0));
-        entry.0 = charge.from_comm;
-        entry.1 += charge.bytes;
-    }
-
-    pub(super) fn add_charge_given(&mut self, charge: &Charge) {
-        let entry = self
-            .on_behalf_of
-            .entry(charge.to_tgid)
-            .or_insert((charge.to_comm, 0));
-        entry.0 = charge.to_comm;
-        entry.1 += charge.bytes;
-    }
-
-    pub(super) fn merge(&mut self, other: &Self) {
-        self.count += other.count;
-        self.errors += other.errors;
-        self.latency.merge(&other.latency);
-        self.window_bytes += other.window_bytes;
-        self.window_writes += other.window_writes;
-        self.in_sync_write_bytes += other.in_sync_write_bytes;
-        for (map, theirs) in [
-            (&mut self.charged_from, &other.charged_from),
-            (&mut self.on_behalf_of, &other.on_behalf_of),
-        ] {
-            for (tgid, (comm, bytes)) in theirs {
-                let entry = map.entry(*tgid).or_insert((*comm, 0));
-                entry.0 = *comm;
-                entry.1 += bytes;
-            }
+        *self.kinds.entry(call.kind).or_default() += 1;
+        if call.fs_block_size != 0 {
+            self.fs_block_size = call.fs_block_size;
+        }
+        if let Some(name) = call.file.name() {
+            self.add_file(&name, 1);
         }
     }
 
+    fn add_file(&mut self, path: &str, calls: u64) {
+        if let Some(entry) = self.files.iter_mut().find(|(p, _)| p == path) {
+            entry.1 += calls;
+        } else if self.files.len() < MAX_FILES {
+            self.files.push((path.to_string(), calls));
+        } else if let Some(last) = self.files.last_mut()
+            && last.1 < calls
+        {
+            // Replace the least synced when the newcomer has more calls.
+            *last = (path.to_string(), calls);
+        }
+        self.files.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    }
+
+    /// The call's cost, once settled.
+    pub(super) fn add_settled(&mut self, sync: &SettledSync) {
+        self.in_sync_write_bytes += sync.own_bytes;
+        if sync.call.window_bytes == 0 {
+            self.empty += 1;
+        } else if is_small(&sync.call) {
+            self.small.add(sync);
+        } else {
+            self.large.add(sync);
+        }
+    }
+
+    pub(super) fn add_charge_received(&mut self, charge: &Charge) {
+        self.charged_from
+            .add(charge.from_tgid, charge.from_comm, charge.bytes);
+    }
+
+    pub(super) fn add_charge_given(&mut self, charge: &Charge) {
+        self.on_behalf_of
+            .add(charge.to_tgid, charge.to_comm, charge.bytes);
+    }
+
+    pub(super) fn merge(&mut self, other: &Self) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.latency.merge(&other.latency);
+        self.payload.merge(&other.payload);
+        self.window_bytes += other.window_bytes;
+        self.window_writes += other.window_writes;
+        for (&kind, &n) in &other.kinds {
+            *self.kinds.entry(kind).or_default() += n;
+        }
+        for (path, n) in &other.files {
+            self.add_file(path, *n);
+        }
+        self.small.merge(&other.small);
+        self.large.merge(&other.large);
+        self.empty += other.empty;
+        self.in_sync_write_bytes += other.in_sync_write_bytes;
+        if other.fs_block_size != 0 {
+            self.fs_block_size = other.fs_block_size;
+        }
+        self.charged_from.merge(&other.charged_from);
+        self.on_behalf_of.merge(&other.on_behalf_of);
+    }
+
     pub(super) fn figures(&self) -> SyncFigures {
-        let parties = |map: &BTreeMap<u32, (Comm, u64)>| {
-            let mut parties: Vec<Party> = map
-                .iter()
-                .map(|(&tgid, (comm, bytes))| Party {
-                    tgid,
-                    comm: comm.to_string(),
-                    bytes: *bytes,
-                })
-                .collect();
-            parties.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.tgid.cmp(&b.tgid)));
-            parties
-        };
         SyncFigures {
-            syncs: self.count,
+            syncs: self.calls,
             errors: self.errors,
             latency: Latency::of(&self.latency),
             hist: self.latency.log2(),
+            time_ns: self.latency.sum(),
             window_bytes: self.window_bytes,
             window_writes: self.window_writes,
+            payload_p50: self.payload.quantile(0.5),
+            kind: self
+                .kinds
+                .iter()
+                .max_by_key(|&(kind, n)| (*n, std::cmp::Reverse(*kind)))
+                .map_or("sync", |(kind, _)| kind.name()),
+            files: self.files.clone(),
+            fs_block_size: self.fs_block_size,
+            small: self.small,
+            large: self.large,
+            empty: self.empty,
             in_sync_write_bytes: self.in_sync_write_bytes,
-            charged_write_bytes: self.charged_from.values().map(|(_, b)| b).sum(),
-            charged_from: parties(&self.charged_from),
-            on_behalf_of: parties(&self.on_behalf_of),
+            charged_write_bytes: self.charged_from.total(),
+            charged_from: self.charged_from.figures(),
+            on_behalf_of: self.on_behalf_of.figures(),
         }
     }
 }

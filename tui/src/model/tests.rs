@@ -25,7 +25,7 @@ fn io(
         op,
         flags: 0,
         tgid,
-        pid: tgid,
+        tid: tgid,
         comm: Comm::new(comm),
         created_ns: at_ns,
         issued_ns: at_ns + queue,
@@ -38,13 +38,9 @@ fn io(
 fn sample(now_ns: u64, events: &[BlockIo]) -> KernelSample {
     KernelSample {
         now_ns,
-        counters: KernelCounters::default(),
         disks: super::fixtures::disk_totals_of(events),
-        diskstats: vec![],
-        logical_writes: vec![],
-        dstate_now: vec![],
-        dstate_time: vec![],
         names: vec![(LOOP0, "loop0".into()), (NVME, "nvme0n1".into())],
+        ..KernelSample::default()
     }
 }
 
@@ -227,7 +223,7 @@ fn intervals_reset_and_totals_accumulate() {
 #[test]
 fn drops_and_bad_records_are_reported_per_interval() {
     let mut model = Aggregator::new(Settings::default(), 0);
-    model.note_bad_record();
+    model.apply(&Input::BadRecords(1));
     let mut s = sample(1_000 * MS, &[]);
     s.counters.ring_dropped = 7;
     let snap = model.tick(&s);
@@ -246,27 +242,138 @@ fn drops_and_bad_records_are_reported_per_interval() {
 }
 
 #[test]
-fn utilisation_comes_from_busy_time() {
+fn the_first_interval_is_measured_from_the_baseline() {
+    // A busy disk: 5 s of busy time before iotop-bpf started, 250 ms in its first second.
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let stat = |ms| DiskStat {
+        dev: LOOP0,
+        io_ticks_ms: ms,
+    };
+    let mut baseline = sample(0, &[]);
+    baseline.kind = SampleKind::Baseline;
+    baseline.diskstats = vec![stat(5_000)];
+    baseline.logical_writes = vec![(1, 1 << 20)];
+    assert!(model.apply(&Input::Sample(Box::new(baseline))).is_none());
+    let events = [io(1, "a", LOOP0, Op::Read, 4096, 0, 0, US)];
+    model.ingest(&events[0]);
+    let mut s = sample(1_000 * MS, &events);
+    s.diskstats = vec![stat(5_250)];
+    s.logical_writes = vec![(1, (1 << 20) + 512)];
+    let first = model.tick(&s);
+    assert_eq!(first.seq, 1);
+    assert!((first.disks[0].interval.util_pct - 25.0).abs() < 1e-9);
+    assert_eq!(
+        first.procs[0].interval.logical_write_bytes, 512,
+        "writes before the start are not this interval's"
+    );
+    s.now_ns = 2_000 * MS;
+    s.diskstats = vec![stat(6_250)];
+    let second = model.tick(&s);
+    assert!((second.disks[0].interval.util_pct - 100.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_process_that_left_the_kernel_map_starts_again_from_zero() {
     let mut model = Aggregator::new(Settings::default(), 0);
     let events = [io(1, "a", LOOP0, Op::Read, 4096, 0, 0, US)];
     model.ingest(&events[0]);
     let mut s = sample(1_000 * MS, &events);
-    s.diskstats = vec![DiskStat {
-        dev: LOOP0,
-        io_ticks_ms: 5_000,
-    }];
-    let first = model.tick(&s);
-    assert!(
-        first.disks[0].interval.util_pct.abs() < 1e-9,
-        "no baseline yet"
-    );
+    s.logical_writes = vec![(1, 1000)];
+    assert_eq!(model.tick(&s).procs[0].interval.logical_write_bytes, 1000);
+    // The LRU map dropped it, then it wrote again: 10 bytes, not a negative or huge delta.
     s.now_ns = 2_000 * MS;
-    s.diskstats = vec![DiskStat {
-        dev: LOOP0,
-        io_ticks_ms: 5_250,
-    }];
-    let second = model.tick(&s);
-    assert!((second.disks[0].interval.util_pct - 25.0).abs() < 1e-9);
+    s.logical_writes = vec![];
+    model.tick(&s);
+    model.ingest(&io(1, "a", LOOP0, Op::Read, 4096, 2_100 * MS, 0, US));
+    s.now_ns = 3_000 * MS;
+    s.logical_writes = vec![(1, 10)];
+    assert_eq!(model.tick(&s).procs[0].interval.logical_write_bytes, 10);
+}
+
+#[test]
+fn exited_processes_are_reported_once_then_forgotten() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    model.ingest(&io(7, "short", LOOP0, Op::Write, 4096, 10 * MS, 0, US));
+    model.apply(&Input::Exit(ProcessExit {
+        tgid: 7,
+        ts_ns: 20 * MS,
+    }));
+    let snap = model.tick(&sample(1_000 * MS, &[]));
+    let row = snap
+        .procs
+        .iter()
+        .find(|p| p.tgid == 7)
+        .expect("its last interval");
+    assert!(row.exited);
+    assert_eq!(row.interval.writes, 1);
+    assert_eq!(model.process_count(), 0, "forgotten once reported");
+}
+
+#[test]
+fn thirty_thousand_short_lived_processes_leave_nothing_behind() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let mut t = 0;
+    for second in 0..30u64 {
+        for i in 0..1_000u32 {
+            let tgid = 10_000 + u32::try_from(second).unwrap() * 1_000 + i;
+            t += 30 * US;
+            let mut w = io(tgid, "job", LOOP0, Op::Write, 4096, t, 0, 20 * US);
+            w.flags = iotop_bpf_common::block::FLAG_IN_SYNC;
+            model.ingest(&w);
+            model.ingest(&io(
+                tgid,
+                "job",
+                LOOP0,
+                Op::Read,
+                4096,
+                t + 5 * US,
+                0,
+                20 * US,
+            ));
+            model.ingest(&io(
+                5,
+                "jbd2/loop0-8",
+                LOOP0,
+                Op::Write,
+                8192,
+                t + 6 * US,
+                0,
+                20 * US,
+            ));
+            model.ingest_sync(&SyncCall {
+                tgid,
+                tid: tgid,
+                comm: Comm::new("job"),
+                kind: SyncKind::Fsync,
+                fd: Some(3),
+                start_ns: t,
+                end_ns: t + 25 * US,
+                ret: 0,
+                window_bytes: 100,
+                window_writes: 1,
+                file: FileRef::Path(format!("/tmp/job-{tgid}")),
+                dev: Some(LOOP0),
+                fs_block_size: 4096,
+                fs_dev: None,
+                ino: 0,
+                name: String::new(),
+            });
+            model.apply(&Input::Exit(ProcessExit {
+                tgid,
+                ts_ns: t + 28 * US,
+            }));
+        }
+        model.tick(&sample((second + 1) * 1_000 * MS, &[]));
+    }
+    model.tick(&KernelSample {
+        kind: SampleKind::Final,
+        ..sample(31_000 * MS, &[])
+    });
+    assert!(
+        model.process_count() <= 2,
+        "{} processes kept after they all exited",
+        model.process_count()
+    );
 }
 
 #[test]
@@ -284,6 +391,11 @@ fn idle_processes_are_forgotten() {
         snap.procs.len(),
         3,
         "the snapshot still shows this interval's processes"
+    );
+    assert_eq!(
+        model.process_count(),
+        2,
+        "the oldest goes when over max_procs"
     );
     let snap = model.tick(&sample(2_000 * MS, &[]));
     let pids: Vec<u32> = snap.procs.iter().map(|p| p.tgid).collect();
@@ -321,7 +433,7 @@ mod dstate {
 
     fn now(pid: u32, tgid: u32, start_ns: Option<u64>) -> DStateNow {
         DStateNow {
-            pid,
+            tid: pid,
             tgid,
             comm: "stuck".into(),
             start_ns,
@@ -350,7 +462,7 @@ mod dstate {
         let s1 = tick(&mut model, 1_000 * MS, 0, vec![now(51, 50, Some(500 * MS))]);
         let s2 = tick(&mut model, 2_000 * MS, 0, vec![now(51, 50, Some(500 * MS))]);
         model.ingest_dstate(&DStateEpisode {
-            pid: 51,
+            tid: 51,
             tgid: 50,
             comm: Comm::new("stuck"),
             start_ns: 500 * MS,
@@ -419,7 +531,7 @@ mod dstate {
         );
         assert_eq!(s.dstate.len(), 2);
         assert_eq!(
-            (s.dstate[0].pid, s.dstate[0].blocked_ns),
+            (s.dstate[0].tid, s.dstate[0].blocked_ns),
             (77, None),
             "unknown start sorts first"
         );
@@ -462,4 +574,25 @@ mod dstate {
             "a 3.5 s episode is under the threshold"
         );
     }
+}
+
+#[test]
+fn d_state_history_stays_bounded() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    for tid in 0..20_000u32 {
+        let start = u64::from(tid) * 10 * US;
+        model.ingest_dstate(&DStateEpisode {
+            tid: tid + 1,
+            tgid: tid + 1,
+            comm: Comm::new("short"),
+            start_ns: start,
+            end_ns: start + 2 * MS + u64::from(tid % 7) * US,
+            stack_id: -1,
+            stack: vec!["io_schedule".into()],
+        });
+    }
+    model.tick(&sample(1_000 * MS, &[]));
+    let (recent, threads) = model.dstate_remembered();
+    assert!(recent <= 64, "{recent} recent episodes kept");
+    assert!(threads <= 4_096, "{threads} threads' histories kept");
 }

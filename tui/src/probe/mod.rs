@@ -11,19 +11,20 @@ pub mod tracefs;
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
     programs::{RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
     block::{GLOBAL_RAW_OFFSETS, ORIGIN_INSERT, ORIGIN_START, RawOffsets},
-    dio::{DioOffsets, GLOBAL_DIO_OFFSETS},
+    dio::{DIO_STREAM_ALIGN, DioOffsets, GLOBAL_DIO_OFFSETS},
     dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
         LOGICAL_WRITES, STACKS,
     },
+    process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
     rwbs::RWBS_READ_LEN,
-    sync::GLOBAL_SYSCALL_OFFSETS,
+    sync::{FileOffsets, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS},
     tracepoint::{
         ABSENT, FieldOffsets, GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS,
         GLOBAL_ISSUE_FIELDS, GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN,
@@ -75,6 +76,8 @@ pub struct ProbeMaps {
     pub stacks: StackTraceMap<MapData>,
     /// tgid -> ns in finished D episodes.
     pub dstate_time: PerCpuHashMap<MapData, u32, u64>,
+    /// The alignment below which direct I/O calls are streamed (one entry).
+    pub dio_stream_align: Array<MapData, u64>,
 }
 
 /// One program and the tracepoint(s) it may attach to, in order of preference.
@@ -129,7 +132,23 @@ impl Probes {
         let mut report = ProbeReport::default();
         let mut plan = Vec::new();
         let mut offsets = Vec::new();
-        let raw = raw::plan(&env.tracefs, env.kernel);
+        let btf = btf::Btf::from_sys_fs();
+        let raw = raw::plan(&env.tracefs, env.kernel, btf.as_ref());
+        let file_offsets = match &btf {
+            Ok(btf) => raw::file_offsets(btf).unwrap_or_else(|e| {
+                report.degraded.push(format!(
+                    "kernel BTF: {e}: synced files are named from /proc only (not for processes that already exited)"
+                ));
+                FileOffsets::ZERO
+            }),
+            Err(e) => {
+                report.degraded.push(format!(
+                    "{e}: synced files are named from /proc only (not for processes that already exited)"
+                ));
+                FileOffsets::ZERO
+            }
+        };
+        drop(btf);
         report.mode = match &raw {
             Ok(_) => "raw tracepoints, kernel objects read at BTF offsets".to_string(),
             Err(why) => format!("classic tracepoints ({why})"),
@@ -185,6 +204,25 @@ impl Probes {
                 DioOffsets::ABSENT
             }
         };
+        let exit_offsets = match env.tracefs.format("sched", "sched_process_exit")? {
+            Some(format) => {
+                plan.push(("process_exit", "sched", "sched_process_exit"));
+                ExitOffsets {
+                    group_dead: format
+                        .field("group_dead")
+                        .filter(|f| f.size == 1)
+                        .map_or(ABSENT, |f| f.offset),
+                    _pad: 0,
+                }
+            }
+            None => {
+                report.degraded.push(
+                    "no sched:sched_process_exit tracepoint: exited processes are forgotten after 10 idle minutes"
+                        .to_string(),
+                );
+                ExitOffsets::ABSENT
+            }
+        };
         let sched = sched::plan(&env.tracefs, env.kernel)?;
         report.degraded.extend(sched.degraded.iter().cloned());
         let mut raw_plan: Vec<(&str, &str)> = Vec::new();
@@ -213,8 +251,10 @@ impl Probes {
         }
         loader.override_global(GLOBAL_SCHED_OFFSETS, &sched.offsets, true);
         loader.override_global(GLOBAL_DIO_OFFSETS, &dio_offsets, true);
+        loader.override_global(GLOBAL_EXIT_OFFSETS, &exit_offsets, true);
         loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
+        loader.override_global(GLOBAL_FILE_OFFSETS, &file_offsets, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
         loader.override_global(
@@ -278,6 +318,8 @@ impl Probes {
                 .context("map DSTATE_EPISODES")?,
             stacks: StackTraceMap::try_from(take(STACKS)?).context("map STACKS")?,
             dstate_time: PerCpuHashMap::try_from(take(DSTATE_TIME)?).context("map DSTATE_TIME")?,
+            dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)
+                .context("map DIO_STREAM_ALIGN")?,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! Whether the block and wakeup probes can run on raw tracepoints here, with which offsets.
 
-use iotop_bpf_common::block::RawOffsets;
+use iotop_bpf_common::{block::RawOffsets, sync::FileOffsets};
 
 use super::{btf::Btf, tracefs::Tracefs};
 
@@ -8,7 +8,11 @@ use super::{btf::Btf, tracefs::Tracefs};
 pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
 
 /// The offsets for the raw probes, or why the classic tracepoints are used.
-pub fn plan(tracefs: &Tracefs, kernel: (u32, u32)) -> Result<RawOffsets, String> {
+pub fn plan(
+    tracefs: &Tracefs,
+    kernel: (u32, u32),
+    btf: Result<&Btf, &String>,
+) -> Result<RawOffsets, String> {
     if std::env::var(MODE_ENV).is_ok_and(|v| v == "classic") {
         return Err(format!("{MODE_ENV}=classic"));
     }
@@ -17,8 +21,8 @@ pub fn plan(tracefs: &Tracefs, kernel: (u32, u32)) -> Result<RawOffsets, String>
     if kernel < (6, 5) || !matches!(tracefs.format("block", "block_io_start"), Ok(Some(_))) {
         return Err("no block_io_start tracepoint (kernel < 6.5)".to_string());
     }
-    let btf = Btf::from_sys_fs()?;
-    let offsets = offsets(&btf).map_err(|e| format!("kernel BTF: {e}"))?;
+    let btf = btf.map_err(Clone::clone)?;
+    let offsets = offsets(btf).map_err(|e| format!("kernel BTF: {e}"))?;
     // The completion probe reads q, cmd_flags and __sector in one 64-byte read.
     let head_fits = [
         (offsets.rq_q, 8),
@@ -34,6 +38,24 @@ pub fn plan(tracefs: &Tracefs, kernel: (u32, u32)) -> Result<RawOffsets, String>
         );
     }
     Ok(offsets)
+}
+
+/// Where a task's open file's inode and superblock are: the sync probes name the synced
+/// file and its filesystem's block size from the kernel, during the call.
+pub fn file_offsets(btf: &Btf) -> Result<FileOffsets, super::btf::BtfError> {
+    Ok(FileOffsets {
+        task_files: btf.member_offset("task_struct", "files")?,
+        files_fdt: btf.member_offset("files_struct", "fdt")?,
+        fdt_max_fds: btf.member_offset("fdtable", "max_fds")?,
+        fdt_fd: btf.member_offset("fdtable", "fd")?,
+        file_inode: btf.member_offset("file", "f_inode")?,
+        inode_ino: btf.member_offset("inode", "i_ino")?,
+        inode_sb: btf.member_offset("inode", "i_sb")?,
+        sb_dev: btf.member_offset("super_block", "s_dev")?,
+        sb_blocksize_bits: btf.member_offset("super_block", "s_blocksize_bits")?,
+        file_dentry: btf.member_offset("file", "f_path")? + btf.member_offset("path", "dentry")?,
+        dentry_name: btf.member_offset("dentry", "d_name")? + btf.member_offset("qstr", "name")?,
+    })
 }
 
 fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
@@ -73,10 +95,12 @@ mod tests {
 
     #[test]
     fn this_kernels_btf_gives_every_offset() {
-        let Ok(btf) = Btf::from_sys_fs() else {
-            eprintln!("no readable kernel BTF here; skipping");
+        let Some(btf) = super::super::btf::tests::kernel_btf("this_kernels_btf_gives_every_offset")
+        else {
             return;
         };
+        let files = file_offsets(&btf).unwrap();
+        assert!(files.task_files > 0 && files.inode_sb > 0 && files.sb_dev > 0);
         let o = offsets(&btf).unwrap();
         assert_eq!(o.op_mask, 0xff, "REQ_OP_BITS is 8");
         assert!(o.bit_sync > 7 && o.bit_preflush > o.bit_sync);

@@ -1,4 +1,5 @@
-//! One JSON object per interval: the stable scripting interface (DESIGN.md's contract).
+//! One JSON object per interval: the stable scripting interface (ARCHITECTURE.md describes
+//! the contract; `tests/data/golden/interval.json` pins it).
 //! Field names here are public: add fields, never rename or remove them.
 
 use iotop_bpf_common::hist::slot_upper_us;
@@ -6,7 +7,7 @@ use serde::Serialize;
 
 use super::active_procs;
 use crate::model::{
-    DiskRow, Latency, Log2Hist, Party, ProcRow, Snapshot,
+    DiskRow, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
     findings::{Evidence, Finding},
 };
 
@@ -32,8 +33,10 @@ pub struct FindingJson<'a> {
     pub pid: Option<u32>,
     pub comm: &'a str,
     pub dev: Option<String>,
-    /// The file involved, where known (a path, or `inode N`).
+    /// The main file involved, where known (a path, or `inode N`).
     pub file: Option<&'a str>,
+    /// Every file involved, the main one first.
+    pub files: &'a [String],
     pub summary: &'a str,
     pub evidence: serde_json::Map<String, serde_json::Value>,
     pub why: &'a str,
@@ -65,7 +68,8 @@ impl<'a> From<&'a Finding> for FindingJson<'a> {
             pid: f.tgid,
             comm: &f.comm,
             dev: f.dev.map(|d| d.to_string()),
-            file: f.file.as_deref(),
+            file: f.file(),
+            files: &f.files,
             summary: &f.summary,
             evidence,
             why: &f.why,
@@ -236,7 +240,9 @@ pub struct Process<'a> {
     pub logical_write_bytes: u64,
     /// What kernel threads (journal, write-back) wrote while its syncs waited.
     pub charged_write_bytes: u64,
-    /// (write_bytes + charged_write_bytes) / logical_write_bytes; 0 without logical writes.
+    /// Device bytes per byte made durable of its typical sync call (own writes plus charged
+    /// journal writes over payload, see `sync_cost`): the `AMP` column and the
+    /// `write_amplification` finding's figure. 0 until a sync call with a payload settled.
     pub write_amplification: f64,
     pub ios: u64,
     pub io_latency_us: Percentiles,
@@ -249,6 +255,14 @@ pub struct Process<'a> {
     pub sync_window_bytes: u64,
     /// Bytes of write requests it created inside its own sync calls.
     pub sync_write_bytes: u64,
+    /// What its settled sync calls cost, by population: calls that made less than one
+    /// filesystem block durable (`small`) and the others (`large`).
+    pub sync_cost: SyncCost,
+    /// The files it synced most, most first.
+    pub sync_files: Vec<&'a str>,
+    /// A kernel thread (it writes for others), and whether the process exited.
+    pub kernel_thread: bool,
+    pub exited: bool,
     /// Who wrote the charged bytes (e.g. jbd2/loop0-8).
     pub charged_from: Vec<WrittenFor<'a>>,
     /// For kernel threads: whom they wrote for.
@@ -262,19 +276,60 @@ pub struct Process<'a> {
     pub write_sizes: Vec<SizeCount>,
     pub read_sizes: Vec<SizeCount>,
     /// Its direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
-    pub direct_io: DirectIo,
+    pub direct_io: DirectIo<'a>,
 }
 
 #[derive(Serialize)]
-pub struct DirectIo {
+pub struct SyncCost {
+    pub small: Population,
+    pub large: Population,
+    /// Settled calls with nothing to make durable.
+    pub empty: u64,
+}
+
+#[derive(Serialize)]
+pub struct Population {
+    pub calls: u64,
+    pub payload_bytes: u64,
+    pub own_bytes: u64,
+    pub charged_bytes: u64,
+    pub amplification: f64,
+    pub fs_block_size: u32,
+}
+
+impl From<&SyncPopulation> for Population {
+    fn from(p: &SyncPopulation) -> Self {
+        Self {
+            calls: p.calls,
+            payload_bytes: p.payload_bytes,
+            own_bytes: p.own_bytes,
+            charged_bytes: p.charged_bytes,
+            amplification: round2(p.amplification().unwrap_or(0.0)),
+            fs_block_size: p.fs_block_size,
+        }
+    }
+}
+
+/// Direct I/O calls the probe streamed: those not aligned to the largest filesystem or
+/// physical block size in use.
+#[derive(Serialize)]
+pub struct DirectIo<'a> {
+    pub streamed_calls: u64,
+    /// Calls not aligned to the device's physical block size.
     pub unaligned_calls: u64,
+    /// Every streamed call (the tracepoint cannot tell synchronous reads from writes).
     pub writes: u64,
     pub zeroing_writes: u64,
     pub zeroed_tail_bytes: u64,
     pub zeroed_head_bytes: u64,
     pub tail_pads: Vec<SizeCount>,
+    /// Write requests exactly a predicted pad, ending on a filesystem block boundary.
+    pub pad_requests: u64,
+    /// Write requests finishing a filesystem block they started inside (pads, merged or not).
+    pub block_finishing_requests: u64,
     pub fs_block_size: u32,
     pub physical_block_size: u32,
+    pub file: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -311,7 +366,15 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             write_bytes: f.write_bytes,
             logical_write_bytes: f.logical_write_bytes,
             charged_write_bytes: f.sync.charged_write_bytes,
-            write_amplification: round2(f.write_amplification()),
+            write_amplification: round2(f.sync.amplification().unwrap_or(0.0)),
+            sync_cost: SyncCost {
+                small: (&f.sync.small).into(),
+                large: (&f.sync.large).into(),
+                empty: f.sync.empty,
+            },
+            sync_files: f.sync.files.iter().map(|(p, _)| p.as_str()).collect(),
+            kernel_thread: p.kernel_thread,
+            exited: p.exited,
             ios: f.ios(),
             io_latency_us: (&f.latency).into(),
             queue_us: (&f.queue).into(),
@@ -338,8 +401,9 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 })
                 .collect(),
             direct_io: DirectIo {
-                unaligned_calls: f.dio.calls,
-                writes: f.dio.writes,
+                streamed_calls: f.dio.calls,
+                unaligned_calls: f.dio.unaligned_calls,
+                writes: f.dio.calls,
                 zeroing_writes: f.dio.tail_writes,
                 zeroed_tail_bytes: f.dio.tail_bytes,
                 zeroed_head_bytes: f.dio.head_bytes,
@@ -352,8 +416,11 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                         count,
                     })
                     .collect(),
+                pad_requests: f.dio.pad_requests,
+                block_finishing_requests: f.dio.block_finishing_requests,
                 fs_block_size: f.dio.fs_block_size,
                 physical_block_size: f.dio.physical_block_size,
+                file: f.dio.file.as_deref(),
             },
             write_sizes: f
                 .write_sizes
@@ -419,7 +486,7 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             .iter()
             .map(|d| DState {
                 pid: d.tgid,
-                tid: d.pid,
+                tid: d.tid,
                 comm: &d.comm,
                 blocked_ms: d.blocked_ns.unwrap_or(snap.elapsed_ns) / 1_000_000,
                 since_start: d.blocked_ns.is_none(),
@@ -431,7 +498,7 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             .iter()
             .map(|e| DStateEpisode {
                 pid: e.tgid,
-                tid: e.pid,
+                tid: e.tid,
                 comm: &e.comm,
                 duration_ms: e.duration_ns / 1_000_000,
                 ended_s_ago: snap.now_ns.saturating_sub(e.ended_ns) / 1_000_000_000,

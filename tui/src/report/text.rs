@@ -82,7 +82,7 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
             us(f.latency.p99_ns),
             snap.rate(f.sync.syncs),
             us(f.sync.latency.p99_ns),
-            f.write_amplification(),
+            f.sync.amplification().unwrap_or(0.0),
             f.dstate_ns / 1_000_000,
         );
     }
@@ -94,7 +94,7 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
             out,
             "D {}/{} {} blocked {blocked} in {}",
             d.tgid,
-            d.pid,
+            d.tid,
             d.comm,
             wait_site(&d.stack, 4)
         );

@@ -11,7 +11,7 @@ use ratatui::{
 
 use super::{Theme, UiState, findings, latency::slot_label, procs};
 use crate::{
-    model::{Latency, Party, ProcRow, Snapshot},
+    model::{Latency, Party, ProcRow, Snapshot, quantity},
     units,
 };
 
@@ -121,17 +121,35 @@ fn summary_lines<'a>(
         Line::from(vec![
             Span::styled("WRITE ", theme.key),
             Span::raw(format!(
-                "asked {} (synced {} in {} writes) · device {} own, {} inside syncs · {} charged · AMP {:.1}x",
+                "asked {} (synced {} in {} writes) · device {} own, {} inside syncs · {} charged · AMP {}",
                 units::bytes(f.logical_write_bytes as f64),
                 units::bytes(s.window_bytes as f64),
                 s.window_writes,
                 units::bytes(f.write_bytes as f64),
                 units::bytes(s.in_sync_write_bytes as f64),
                 units::bytes(s.charged_write_bytes as f64),
-                f.write_amplification(),
+                s.amplification()
+                    .map_or_else(|| "-".to_string(), quantity::times),
             )),
         ]),
     ];
+    // What each sync call cost, by population (settled calls).
+    for (label, p) in [("small", &s.small), ("large", &s.large)] {
+        if p.calls > 0 {
+            lines.push(Line::from(vec![
+                Span::styled(format!("      {label} syncs "), theme.dim),
+                Span::raw(format!(
+                    "{} calls, {} durable each → {} own + {} charged: {}",
+                    p.calls,
+                    quantity::bytes(p.mean_payload()),
+                    quantity::bytes(p.mean_own()),
+                    quantity::bytes(p.mean_charged()),
+                    p.amplification()
+                        .map_or_else(|| "-".to_string(), quantity::times),
+                )),
+            ]));
+        }
+    }
     for (label, sizes) in [("W SIZES", &f.write_sizes), ("R SIZES", &f.read_sizes)] {
         if !sizes.is_empty() {
             lines.push(Line::from(vec![
@@ -154,10 +172,10 @@ fn summary_lines<'a>(
     }
     for finding in snap.findings.iter().filter(|f| f.tgid == Some(row.tgid)) {
         lines.push(findings::line(finding, snap.now_ns, theme));
-        if let Some(file) = &finding.file {
+        if !finding.files.is_empty() {
             lines.push(Line::from(vec![
                 Span::styled("      file: ", theme.key),
-                Span::raw(file.as_str()),
+                Span::raw(finding.files.join(", ")),
             ]));
         }
         lines.push(Line::from(vec![
@@ -213,6 +231,10 @@ fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &The
                 c.fd.map_or_else(|| "-".into(), |fd| fd.to_string()),
                 units::latency(c.latency_ns),
                 c.window_bytes.to_string(),
+                c.cost.map_or_else(
+                    || "…".into(),
+                    |(own, charged)| quantity::bytes(own + charged),
+                ),
                 if c.ret < 0 {
                     format!("err {}", -c.ret)
                 } else {
@@ -229,11 +251,14 @@ fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &The
             Constraint::Length(3),
             Constraint::Length(7),
             Constraint::Length(6),
+            Constraint::Length(9),
             Constraint::Length(4),
             Constraint::Min(10),
         ],
     )
-    .header(Row::new(["call", "fd", "latency", "bytes", "ret", "file"]).style(theme.header));
+    .header(
+        Row::new(["call", "fd", "latency", "bytes", "device", "ret", "file"]).style(theme.header),
+    );
     frame.render_widget(table, area);
 }
 

@@ -42,7 +42,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 "-".into()
             };
             Row::new([
-                format!("{}/{}", d.tgid, d.pid),
+                format!("{}/{}", d.tgid, d.tid),
                 d.comm.clone(),
                 blocked,
                 history,
@@ -58,7 +58,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
     let room = usize::from(area.height.saturating_sub(2)).saturating_sub(rows.len());
     rows.extend(snap.dstate_recent.iter().take(room.min(3)).map(|e| {
         Row::new([
-            format!("{}/{}", e.tgid, e.pid),
+            format!("{}/{}", e.tgid, e.tid),
             e.comm.clone(),
             format!("was {}", units::latency(e.duration_ns)),
             format!(

@@ -40,8 +40,10 @@ fn matches_filter(row: &ProcRow, filter: &str) -> bool {
     if filter.is_empty() {
         return true;
     }
-    if let Ok(pid) = filter.parse::<u32>() {
-        return row.tgid == pid;
+    // A pid, or several separated by commas (`-p 1,2`).
+    let pids: Option<Vec<u32>> = filter.split(',').map(|p| p.trim().parse().ok()).collect();
+    if let Some(pids) = pids {
+        return pids.contains(&row.tgid);
     }
     row.comm.to_lowercase().contains(&filter.to_lowercase())
 }
@@ -77,8 +79,10 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
             SortKey::SyncP99 => fa.sync.latency.p99_ns.cmp(&fb.sync.latency.p99_ns),
             SortKey::DState => fa.dstate_ns.cmp(&fb.dstate_ns),
             SortKey::Amplification => fa
-                .write_amplification()
-                .total_cmp(&fb.write_amplification()),
+                .sync
+                .amplification()
+                .unwrap_or(0.0)
+                .total_cmp(&fb.sync.amplification().unwrap_or(0.0)),
         };
         let order = if descending { order.reverse() } else { order };
         if order == Ordering::Equal {
@@ -246,15 +250,11 @@ fn sync_latency(f: &ProcFigures, ns: u64) -> String {
     }
 }
 
+/// The write amplification of its typical sync call (one definition with the finding).
 fn amplification(f: &ProcFigures) -> String {
-    let amp = f.write_amplification();
-    if amp < 0.05 || f.write_bytes + f.sync.charged_write_bytes == 0 {
-        "-".into()
-    } else if amp < 10.0 {
-        format!("{amp:.1}x")
-    } else {
-        format!("{amp:.0}x")
-    }
+    f.sync
+        .amplification()
+        .map_or_else(|| "-".into(), crate::model::quantity::times)
 }
 
 /// Time in D as a share of the period (100% = one thread blocked the whole time).

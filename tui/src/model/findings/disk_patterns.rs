@@ -2,11 +2,8 @@
 //! takes to serve them, btt's Q2D vs D2C) and `flush_heavy` (cache flushes at a rate that
 //! drains the device's write cache over and over).
 
-use super::{Evidence, Finding, FindingKind, Severity, per_second};
-use crate::{
-    model::{DiskRow, Snapshot},
-    units,
-};
+use super::{Evidence, Finding, FindingKind, Scene, Severity};
+use crate::model::{DiskRow, quantity};
 
 /// Requests in one interval before the queue/device split means anything.
 pub const QUEUE_MIN_REQUESTS: u64 = 50;
@@ -19,33 +16,24 @@ pub const FLUSH_MIN_PER_S: f64 = 20.0;
 /// Flushes per write request.
 pub const FLUSH_MIN_SHARE: f64 = 0.25;
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    snap.disks
+pub fn detect(scene: &Scene) -> Vec<Finding> {
+    scene
+        .disks
         .iter()
-        .flat_map(|d| [queue_dominated(snap, d), flush_heavy(snap, d)])
+        .flat_map(|d| [queue_dominated(scene, d), flush_heavy(scene, d)])
         .flatten()
         .collect()
 }
 
-fn finding(snap: &Snapshot, disk: &DiskRow, kind: FindingKind, summary: String) -> Finding {
-    Finding {
-        kind,
-        severity: Severity::Warning,
-        tgid: None,
-        comm: disk.name.clone(),
-        dev: Some(disk.dev),
-        file: None,
-        summary,
-        evidence: Vec::new(),
-        why: String::new(),
-        fix: String::new(),
-        active: true,
-        first_seen_ns: snap.now_ns,
-        last_seen_ns: snap.now_ns,
-    }
+fn finding(scene: &Scene, disk: &DiskRow, kind: FindingKind, summary: String) -> Finding {
+    let mut finding = Finding::new(scene, kind, Severity::Warning);
+    finding.comm.clone_from(&disk.name);
+    finding.dev = Some(disk.dev);
+    finding.summary = summary;
+    finding
 }
 
-fn queue_dominated(snap: &Snapshot, disk: &DiskRow) -> Option<Finding> {
+fn queue_dominated(scene: &Scene, disk: &DiskRow) -> Option<Finding> {
     let f = &disk.interval;
     let (queue, device) = (f.queue.p50_ns, f.device.p50_ns);
     if f.queue.count < QUEUE_MIN_REQUESTS
@@ -55,14 +43,14 @@ fn queue_dominated(snap: &Snapshot, disk: &DiskRow) -> Option<Finding> {
         return None;
     }
     let mut found = finding(
-        snap,
+        scene,
         disk,
         FindingKind::QueueDominated,
         format!(
             "{}: requests wait {} to be issued but the device serves them in {} (p50): the bottleneck is before the device",
             disk.name,
-            units::latency(queue),
-            units::latency(device)
+            quantity::latency(queue),
+            quantity::latency(device)
         ),
     );
     found.evidence = vec![
@@ -90,15 +78,15 @@ fn queue_dominated(snap: &Snapshot, disk: &DiskRow) -> Option<Finding> {
     clippy::cast_precision_loss,
     reason = "ratios for thresholds and display"
 )]
-fn flush_heavy(snap: &Snapshot, disk: &DiskRow) -> Option<Finding> {
+fn flush_heavy(scene: &Scene, disk: &DiskRow) -> Option<Finding> {
     let f = &disk.interval;
-    let rate = per_second(snap, f.flushes);
+    let rate = scene.rate(f.flushes);
     let share = f.flushes as f64 / f.writes.max(1) as f64;
     if rate < FLUSH_MIN_PER_S || share < FLUSH_MIN_SHARE {
         return None;
     }
     let mut found = finding(
-        snap,
+        scene,
         disk,
         FindingKind::FlushHeavy,
         format!(
@@ -114,7 +102,7 @@ fn flush_heavy(snap: &Snapshot, disk: &DiskRow) -> Option<Finding> {
         ),
         (
             "writes_per_s",
-            Evidence::Ratio((per_second(snap, f.writes) * 10.0).round() / 10.0),
+            Evidence::Ratio((scene.rate(f.writes) * 10.0).round() / 10.0),
         ),
         (
             "flushes_per_write",

@@ -1,11 +1,13 @@
 //! `bimodal_latency`: two clear latency populations on a disk or in a process (cache hits and
 //! misses, requests stuck behind flushes or throttling): the average describes neither.
-//! `small_random_io`: sub-4 KiB requests scattered over the disk.
+//! Kernel threads (flushers, journal) serve many masters and are left out.
+//! `small_random_io`: requests below the device's minimum I/O size, scattered over the disk.
+//! Both are `INFO`: shapes worth a look, not pathologies with a fix.
 
 use iotop_bpf_common::hist::slot_upper_us;
 
-use super::{Evidence, Finding, FindingKind, Severity, per_second};
-use crate::model::{Log2Hist, ProcRow, Snapshot};
+use super::{Evidence, Finding, FindingKind, Scene, Severity};
+use crate::model::{Dev, Log2Hist, ProcRow};
 
 /// Samples before a histogram's shape means anything.
 pub const BIMODAL_MIN_SAMPLES: u64 = 200;
@@ -16,7 +18,6 @@ pub const BIMODAL_MIN_SLOTS_APART: usize = 3;
 /// ... and the valley between them is below this share of the smaller mode.
 pub const BIMODAL_MAX_VALLEY: f64 = 0.25;
 
-pub const SMALL_MAX_AVG_BYTES: u64 = 4095;
 pub const SMALL_MIN_PER_S: f64 = 100.0;
 pub const SMALL_MAX_SEQUENTIAL_SHARE: f64 = 0.2;
 
@@ -58,12 +59,12 @@ fn describe(slot: usize) -> String {
     }
 }
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
+pub fn detect(scene: &Scene) -> Vec<Finding> {
     let mut found = Vec::new();
-    for disk in &snap.disks {
+    for disk in scene.disks {
         if let Some(modes) = two_modes(&disk.interval.total_hist) {
             found.push(bimodal(
-                snap,
+                scene,
                 None,
                 &disk.name,
                 Some(disk.dev),
@@ -72,29 +73,28 @@ pub fn detect(snap: &Snapshot) -> Vec<Finding> {
             ));
         }
     }
-    for proc in &snap.procs {
+    for proc in scene.procs.iter().filter(|p| !p.kernel_thread) {
         if let Some(modes) = two_modes(&proc.interval.total_hist) {
-            let dev = proc.devices.first().map(|d| d.dev);
             found.push(bimodal(
-                snap,
+                scene,
                 Some(proc),
                 &proc.comm,
-                dev,
+                Scene::main_disk(proc),
                 modes,
                 proc.interval.total_hist.total(),
             ));
         }
-        found.extend(small_random(snap, proc));
+        found.extend(small_random(scene, proc));
     }
     found
 }
 
 #[expect(clippy::cast_precision_loss, reason = "shares for display")]
 fn bimodal(
-    snap: &Snapshot,
+    scene: &Scene,
     proc: Option<&ProcRow>,
     name: &str,
-    dev: Option<crate::model::Dev>,
+    dev: Option<Dev>,
     ((low, nl), (high, nh)): ((usize, u64), (usize, u64)),
     total: u64,
 ) -> Finding {
@@ -102,86 +102,86 @@ fn bimodal(
         || name.to_string(),
         |p| format!("{} (pid {})", p.comm, p.tgid),
     );
-    Finding {
-        kind: FindingKind::BimodalLatency,
-        severity: Severity::Info,
-        tgid: proc.map(|p| p.tgid),
-        comm: name.to_string(),
-        dev,
-        file: None,
-        summary: format!(
-            "{who}: two latency populations, {:.0}% around {} and {:.0}% around {}",
-            nl as f64 / total as f64 * 100.0,
-            describe(low),
-            nh as f64 / total as f64 * 100.0,
-            describe(high)
-        ),
-        evidence: vec![
-            (
-                "fast_mode_upper_us",
-                Evidence::Count(slot_upper_us(u32::try_from(low).unwrap_or(0))),
-            ),
-            ("fast_mode_requests", Evidence::Count(nl)),
-            (
-                "slow_mode_upper_us",
-                Evidence::Count(slot_upper_us(u32::try_from(high).unwrap_or(0))),
-            ),
-            ("slow_mode_requests", Evidence::Count(nh)),
-        ],
-        why: "requests fall into two groups with different paths (cache hit vs miss, reads behind \
-              writes or flushes, throttled vs not): averages and p50 hide the slow group"
-            .to_string(),
-        fix: "find what the slow group has in common: drill into the processes and compare queue \
-              vs device time, reads vs writes, and sync calls"
-            .to_string(),
-        active: true,
-        first_seen_ns: snap.now_ns,
-        last_seen_ns: snap.now_ns,
+    let mut finding = Finding::new(scene, FindingKind::BimodalLatency, Severity::Info);
+    if let Some(proc) = proc {
+        finding = finding.of_process(proc);
+    } else {
+        finding.comm = name.to_string();
     }
+    finding.dev = dev;
+    finding.summary = format!(
+        "{who}: two latency populations, {:.0}% around {} and {:.0}% around {}",
+        nl as f64 / total as f64 * 100.0,
+        describe(low),
+        nh as f64 / total as f64 * 100.0,
+        describe(high)
+    );
+    finding.evidence = vec![
+        (
+            "fast_mode_upper_us",
+            Evidence::Count(slot_upper_us(u32::try_from(low).unwrap_or(0))),
+        ),
+        ("fast_mode_requests", Evidence::Count(nl)),
+        (
+            "slow_mode_upper_us",
+            Evidence::Count(slot_upper_us(u32::try_from(high).unwrap_or(0))),
+        ),
+        ("slow_mode_requests", Evidence::Count(nh)),
+    ];
+    finding.why = "requests fall into two groups with different paths (cache hit vs miss, reads \
+                   behind writes or flushes, throttled vs not): averages and p50 hide the slow group"
+        .to_string();
+    finding.fix = "find what the slow group has in common: drill into the processes and compare \
+                   queue vs device time, reads vs writes, and sync calls"
+        .to_string();
+    finding
 }
 
 #[expect(
     clippy::cast_precision_loss,
     reason = "ratios for thresholds and display"
 )]
-fn small_random(snap: &Snapshot, proc: &ProcRow) -> Option<Finding> {
+fn small_random(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let f = &proc.interval;
     let requests = f.reads + f.writes;
-    let rate = per_second(snap, requests);
+    let rate = scene.rate(requests);
     if requests == 0 || rate < SMALL_MIN_PER_S {
         return None;
     }
+    // "Small" is the device's own minimum: below it a write is a read-modify-write.
+    let dev = Scene::main_disk(proc)?;
+    let geometry = scene.disks.iter().find(|d| d.dev == dev)?.geometry;
+    let unit = u64::from(geometry.minimum_io_size.max(geometry.physical_block_size));
     let avg = f.bytes() / requests;
     let sequential = f.sequential as f64 / requests as f64;
-    if avg > SMALL_MAX_AVG_BYTES || sequential > SMALL_MAX_SEQUENTIAL_SHARE {
+    if unit == 0 || avg >= unit || sequential > SMALL_MAX_SEQUENTIAL_SHARE {
         return None;
     }
-    Some(Finding {
-        kind: FindingKind::SmallRandomIo,
-        severity: Severity::Info,
-        tgid: Some(proc.tgid),
-        comm: proc.comm.clone(),
-        dev: proc.devices.first().map(|d| d.dev),
-        file: None,
-        summary: format!(
-            "{} (pid {}): {rate:.0} requests/s averaging {avg} bytes, {:.0}% sequential",
-            proc.comm,
-            proc.tgid,
-            sequential * 100.0
+    let mut finding =
+        Finding::new(scene, FindingKind::SmallRandomIo, Severity::Info).of_process(proc);
+    finding.dev = Some(dev);
+    finding.summary = format!(
+        "{} (pid {}): {rate:.0} requests/s averaging {avg} bytes (device unit {unit}), {:.0}% sequential",
+        proc.comm,
+        proc.tgid,
+        sequential * 100.0
+    );
+    finding.evidence = vec![
+        ("requests_per_s", Evidence::Ratio(rate.round())),
+        ("avg_request_bytes", Evidence::Count(avg)),
+        ("device_min_io_bytes", Evidence::Count(unit)),
+        (
+            "sequential_share",
+            Evidence::Ratio((sequential * 100.0).round() / 100.0),
         ),
-        evidence: vec![
-            ("requests_per_s", Evidence::Ratio(rate.round())),
-            ("avg_request_bytes", Evidence::Count(avg)),
-            ("sequential_share", Evidence::Ratio((sequential * 100.0).round() / 100.0)),
-        ],
-        why: "requests smaller than a page, scattered over the disk: each costs a full I/O \
-              (and a read-modify-write below the device's block size), so throughput is bound by IOPS"
-            .to_string(),
-        fix: "read and write in larger, aligned units (4 KiB or more), batch neighbouring updates, \
-              or let the page cache merge them"
-            .to_string(),
-        active: true,
-        first_seen_ns: snap.now_ns,
-        last_seen_ns: snap.now_ns,
-    })
+    ];
+    finding.why = format!(
+        "requests smaller than the device's {unit}-byte unit, scattered over the disk: each costs \
+         a full I/O (and a write is a read-modify-write), so throughput is bound by IOPS"
+    );
+    finding.fix = format!(
+        "read and write in aligned units of {unit} bytes or more, batch neighbouring updates, or \
+         let the page cache merge them"
+    );
+    Some(finding)
 }

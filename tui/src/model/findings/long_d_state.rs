@@ -1,62 +1,62 @@
 //! `long_d_state`: a thread stuck in uninterruptible sleep, named with where it waits, long
 //! before the kernel's hung-task warning (120 s by default) would say anything.
 
-use super::{Evidence, Finding, FindingKind, Severity};
-use crate::{
-    model::{DStateTask, Snapshot, wait_site},
-    units,
-};
+use super::{Evidence, Finding, FindingKind, Scene, Severity};
+use crate::model::{DStateTask, quantity, wait_site};
 
 /// Blocked this long in one episode: worth a warning.
 pub const WARN_NS: u64 = 5_000_000_000;
 /// Half of the default hung-task timeout: critical.
 pub const CRITICAL_NS: u64 = 60_000_000_000;
 
-pub fn detect(snap: &Snapshot) -> Vec<Finding> {
-    snap.dstate
+pub fn detect(scene: &Scene) -> Vec<Finding> {
+    scene
+        .dstate
         .iter()
-        .filter_map(|task| check(snap, task))
+        .filter_map(|task| check(scene, task))
         .collect()
 }
 
-fn check(snap: &Snapshot, task: &DStateTask) -> Option<Finding> {
+fn check(scene: &Scene, task: &DStateTask) -> Option<Finding> {
     // A thread already in D when iotop-bpf started has been blocked at least that long.
     let (blocked, at_least) = match task.blocked_ns {
         Some(ns) => (ns, ""),
-        None => (snap.elapsed_ns, "at least "),
+        None => (scene.elapsed_ns, "at least "),
     };
     if blocked < WARN_NS {
         return None;
     }
     let site = wait_site(&task.stack, 3);
-    Some(Finding {
-        kind: FindingKind::LongDState,
-        severity: if blocked >= CRITICAL_NS { Severity::Critical } else { Severity::Warning },
-        tgid: Some(task.tgid),
-        comm: task.comm.clone(),
-        dev: None,
-        file: None,
-        summary: format!(
-            "{} (pid {}, tid {}) blocked in D for {at_least}{}, in {site}",
-            task.comm,
-            task.tgid,
-            task.pid,
-            units::latency(blocked)
-        ),
-        evidence: vec![
-            ("tid", Evidence::Count(u64::from(task.pid))),
-            ("blocked_ms", Evidence::Count(blocked / 1_000_000)),
-            ("wait_site", Evidence::Text(site)),
-            ("hung_task_timeout_s", Evidence::Count(120)),
-        ],
-        why: "a task in uninterruptible sleep cannot be killed or interrupted until what it waits \
-              for completes; the kernel reports hung tasks after kernel.hung_task_timeout_secs (120 s)"
-            .to_string(),
-        fix: fix_for(&task.stack).to_string(),
-        active: true,
-        first_seen_ns: snap.now_ns,
-        last_seen_ns: snap.now_ns,
-    })
+    let mut finding = Finding::new(
+        scene,
+        FindingKind::LongDState,
+        if blocked >= CRITICAL_NS {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+    );
+    finding.tgid = Some(task.tgid);
+    finding.comm.clone_from(&task.comm);
+    finding.summary = format!(
+        "{} (pid {}, tid {}) blocked in D for {at_least}{}, in {site}",
+        task.comm,
+        task.tgid,
+        task.tid,
+        quantity::latency(blocked)
+    );
+    finding.evidence = vec![
+        ("tid", Evidence::Count(u64::from(task.tid))),
+        ("blocked_ms", Evidence::Count(blocked / 1_000_000)),
+        ("wait_site", Evidence::Text(site)),
+        ("hung_task_timeout_s", Evidence::Count(120)),
+    ];
+    finding.why = "a task in uninterruptible sleep cannot be killed or interrupted until what it \
+                   waits for completes; the kernel reports hung tasks after \
+                   kernel.hung_task_timeout_secs (120 s)"
+        .to_string();
+    finding.fix = fix_for(&task.stack).to_string();
+    Some(finding)
 }
 
 /// What to look at, from where the task waits.

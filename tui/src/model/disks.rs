@@ -1,0 +1,174 @@
+//! The disk book: per-disk figures. Counts, bytes and log2 histograms are differences of the
+//! kernel's exact cumulative totals; percentiles come from the per-request records; busy time
+//! from /proc/diskstats. Every difference starts from the baseline taken when the probes
+//! were attached, so the first interval is as right as any other.
+
+use std::collections::HashMap;
+
+use iotop_bpf_common::block::{OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
+
+use super::{
+    BlockIo, Dev, DiskGeometry, DiskStat, DiskTotals, KernelSample, Log2Hist,
+    procs::Latencies,
+    snapshot::{DiskFigures, DiskRow, Latency},
+};
+
+#[derive(Clone, Debug, Default)]
+struct DiskState {
+    interval: Latencies,
+    total: Latencies,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct DiskBook {
+    disks: HashMap<Dev, DiskState>,
+    /// The kernel's totals at the previous sample (at the baseline for the first).
+    prev_totals: HashMap<Dev, DiskTotals>,
+    /// And at the baseline: totals since start are differences from these.
+    start_totals: HashMap<Dev, DiskTotals>,
+    prev_diskstats: HashMap<Dev, DiskStat>,
+    busy_total_ms: HashMap<Dev, u64>,
+}
+
+impl DiskBook {
+    pub(super) fn block(&mut self, io: &BlockIo) {
+        self.disks.entry(io.dev).or_default().interval.add(io);
+    }
+
+    /// The counters as they were when the probes were attached.
+    pub(super) fn baseline(&mut self, sample: &KernelSample) {
+        self.prev_totals = sample.disks.iter().map(|t| (t.dev, t.clone())).collect();
+        self.start_totals = self.prev_totals.clone();
+        self.prev_diskstats = sample.diskstats.iter().map(|s| (s.dev, *s)).collect();
+    }
+
+    /// Closes the interval of `interval_ns` ending at `sample`; rows sorted by name.
+    pub(super) fn close(
+        &mut self,
+        sample: &KernelSample,
+        interval_ns: u64,
+        elapsed_ns: u64,
+        name_of: &impl Fn(Dev) -> String,
+    ) -> Vec<DiskRow> {
+        // Busy time in this interval; a disk seen for the first time counts from now.
+        let busy_ms: HashMap<Dev, u64> = sample
+            .diskstats
+            .iter()
+            .map(|stat| {
+                let before = self
+                    .prev_diskstats
+                    .get(&stat.dev)
+                    .map_or(stat.io_ticks_ms, |s| s.io_ticks_ms);
+                (stat.dev, stat.io_ticks_ms.saturating_sub(before))
+            })
+            .collect();
+        for (dev, busy) in &busy_ms {
+            *self.busy_total_ms.entry(*dev).or_default() += busy;
+        }
+        let geometry: HashMap<Dev, DiskGeometry> =
+            sample.geometry.iter().map(|g| (g.dev, *g)).collect();
+        let mut rows: Vec<DiskRow> = sample
+            .disks
+            .iter()
+            .map(|now| {
+                let zero = DiskTotals {
+                    dev: now.dev,
+                    ..DiskTotals::default()
+                };
+                let before = self.prev_totals.get(&now.dev).unwrap_or(&zero);
+                let start = self.start_totals.get(&now.dev).unwrap_or(&zero);
+                let state = self.disks.entry(now.dev).or_default();
+                state.total.merge(&state.interval);
+                let row = DiskRow {
+                    dev: now.dev,
+                    name: name_of(now.dev),
+                    geometry: geometry.get(&now.dev).copied().unwrap_or_default(),
+                    interval: figures(
+                        &delta(now, before),
+                        &state.interval,
+                        interval_ns,
+                        busy_ms.get(&now.dev).copied(),
+                    ),
+                    total: figures(
+                        &delta(now, start),
+                        &state.total,
+                        elapsed_ns,
+                        self.busy_total_ms.get(&now.dev).copied(),
+                    ),
+                };
+                state.interval.clear();
+                row
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        self.prev_totals = sample.disks.iter().map(|t| (t.dev, t.clone())).collect();
+        self.prev_diskstats = sample.diskstats.iter().map(|s| (s.dev, *s)).collect();
+        rows
+    }
+}
+
+/// `now - before`, field by field (kernel totals only grow; saturate if the map was reset).
+fn delta(now: &DiskTotals, before: &DiskTotals) -> DiskTotals {
+    let sub = |a: &[u64], b: &[u64], out: &mut [u64]| {
+        for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+            *o = x.saturating_sub(*y);
+        }
+    };
+    let mut out = DiskTotals {
+        dev: now.dev,
+        ..DiskTotals::default()
+    };
+    sub(&now.requests, &before.requests, &mut out.requests);
+    sub(&now.bytes, &before.bytes, &mut out.bytes);
+    sub(&now.latency_ns, &before.latency_ns, &mut out.latency_ns);
+    sub(&now.total_hist, &before.total_hist, &mut out.total_hist);
+    sub(&now.queue_hist, &before.queue_hist, &mut out.queue_hist);
+    sub(&now.device_hist, &before.device_hist, &mut out.device_hist);
+    out.errors = now.errors.saturating_sub(before.errors);
+    out.queue_ns = now.queue_ns.saturating_sub(before.queue_ns);
+    out.device_ns = now.device_ns.saturating_sub(before.device_ns);
+    out
+}
+
+#[expect(clippy::cast_precision_loss, reason = "display ratios")]
+fn figures(
+    d: &DiskTotals,
+    latencies: &Latencies,
+    period_ns: u64,
+    busy_ms: Option<u64>,
+) -> DiskFigures {
+    let reads = d.requests[OP_READ as usize];
+    let writes = d.requests[OP_WRITE as usize];
+    let period = period_ns.max(1) as f64;
+    DiskFigures {
+        reads,
+        writes,
+        flushes: d.requests[OP_FLUSH as usize],
+        discards: d.requests[OP_DISCARD as usize],
+        others: d.requests[OP_OTHER as usize],
+        read_bytes: d.bytes[OP_READ as usize],
+        write_bytes: d.bytes[OP_WRITE as usize],
+        discard_bytes: d.bytes[OP_DISCARD as usize],
+        errors: d.errors,
+        read_await_ns: d.latency_ns[OP_READ as usize]
+            .checked_div(reads)
+            .unwrap_or(0),
+        write_await_ns: d.latency_ns[OP_WRITE as usize]
+            .checked_div(writes)
+            .unwrap_or(0),
+        queue_size: d.latency_ns.iter().sum::<u64>() as f64 / period,
+        util_pct: busy_ms.map_or(0.0, |ms| (ms as f64 * 1e6 / period * 100.0).min(100.0)),
+        total_hist: Log2Hist {
+            slots: d.total_hist,
+        },
+        queue_hist: Log2Hist {
+            slots: d.queue_hist,
+        },
+        device_hist: Log2Hist {
+            slots: d.device_hist,
+        },
+        latency: Latency::of(&latencies.total),
+        queue: Latency::of(&latencies.queue),
+        device: Latency::of(&latencies.device),
+    }
+}

@@ -1,0 +1,413 @@
+//! The process book: per-process state, fed per request and per call, read once per interval,
+//! and evicted soon after the process exits.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
+
+use super::{
+    BlockIo, Comm, Dev, DioCall, Op, SyncCall,
+    hist::Histogram,
+    ledger::{Charge, SettledSync},
+    patterns::{DioGeometry, PatternStats},
+    snapshot::{Latency, ProcDeviceRow, ProcFigures, ProcRow, SyncCallRow},
+    sync::SyncPeriod,
+};
+
+/// Knobs of the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// A process without I/O for this long is forgotten (its totals too).
+    pub forget_after_ns: u64,
+    /// At most this many processes are kept; the longest idle go first.
+    pub max_procs: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            forget_after_ns: 10 * 60 * 1_000_000_000,
+            max_procs: 4_096,
+        }
+    }
+}
+
+pub(super) const fn op_index(op: Op) -> usize {
+    match op {
+        Op::Read => OP_READ as usize,
+        Op::Write => OP_WRITE as usize,
+        Op::Flush => OP_FLUSH as usize,
+        Op::Discard => OP_DISCARD as usize,
+        Op::Other => OP_OTHER as usize,
+    }
+}
+
+/// Requests and bytes per op.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct OpCounts {
+    requests: [u64; OP_COUNT],
+    bytes: [u64; OP_COUNT],
+}
+
+impl OpCounts {
+    fn add(&mut self, io: &BlockIo) {
+        let op = op_index(io.op);
+        self.requests[op] += 1;
+        self.bytes[op] = self.bytes[op].saturating_add(u64::from(io.bytes));
+    }
+    fn merge(&mut self, other: &Self) {
+        for op in 0..OP_COUNT {
+            self.requests[op] += other.requests[op];
+            self.bytes[op] = self.bytes[op].saturating_add(other.bytes[op]);
+        }
+    }
+    fn others(&self) -> u64 {
+        self.requests[OP_FLUSH as usize]
+            + self.requests[OP_DISCARD as usize]
+            + self.requests[OP_OTHER as usize]
+    }
+}
+
+/// Latency distributions of a set of requests.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Latencies {
+    pub(super) total: Histogram,
+    pub(super) queue: Histogram,
+    pub(super) device: Histogram,
+}
+
+impl Latencies {
+    pub(super) fn add(&mut self, io: &BlockIo) {
+        self.total.record(io.latency_ns());
+        self.queue.record(io.queue_ns());
+        self.device.record(io.device_ns());
+    }
+    pub(super) fn merge(&mut self, other: &Self) {
+        self.total.merge(&other.total);
+        self.queue.merge(&other.queue);
+        self.device.merge(&other.device);
+    }
+    pub(super) fn clear(&mut self) {
+        self.total.clear();
+        self.queue.clear();
+        self.device.clear();
+    }
+}
+
+/// A process's I/O over one period: the interval, or since start.
+#[derive(Clone, Debug, Default)]
+struct ProcPeriod {
+    counts: OpCounts,
+    latencies: Latencies,
+    devices: BTreeMap<Dev, OpCounts>,
+    sync: SyncPeriod,
+    logical_bytes: u64,
+    dstate_ns: u64,
+    patterns: PatternStats,
+}
+
+impl ProcPeriod {
+    fn add(&mut self, io: &BlockIo) {
+        self.counts.add(io);
+        self.latencies.add(io);
+        self.devices.entry(io.dev).or_default().add(io);
+    }
+
+    fn merge(&mut self, other: &Self) {
+        self.counts.merge(&other.counts);
+        self.latencies.merge(&other.latencies);
+        for (dev, counts) in &other.devices {
+            self.devices.entry(*dev).or_default().merge(counts);
+        }
+        self.sync.merge(&other.sync);
+        self.logical_bytes = self.logical_bytes.saturating_add(other.logical_bytes);
+        self.dstate_ns = self.dstate_ns.saturating_add(other.dstate_ns);
+        self.patterns.merge(&other.patterns);
+    }
+
+    fn figures(&self) -> ProcFigures {
+        let c = &self.counts;
+        ProcFigures {
+            reads: c.requests[OP_READ as usize],
+            writes: c.requests[OP_WRITE as usize],
+            others: c.others(),
+            read_bytes: c.bytes[OP_READ as usize],
+            write_bytes: c.bytes[OP_WRITE as usize],
+            latency: Latency::of(&self.latencies.total),
+            queue: Latency::of(&self.latencies.queue),
+            device: Latency::of(&self.latencies.device),
+            queue_hist: self.latencies.queue.log2(),
+            device_hist: self.latencies.device.log2(),
+            total_hist: self.latencies.total.log2(),
+            logical_write_bytes: self.logical_bytes,
+            sync: self.sync.figures(),
+            dstate_ns: self.dstate_ns,
+            write_sizes: self.patterns.write_sizes(),
+            read_sizes: self.patterns.read_sizes(),
+            sequential: self.patterns.sequential(),
+            dio: self.patterns.dio_figures(),
+        }
+    }
+
+    fn devices(&self, name_of: &impl Fn(Dev) -> String) -> Vec<ProcDeviceRow> {
+        self.devices
+            .iter()
+            .map(|(&dev, c)| ProcDeviceRow {
+                dev,
+                name: name_of(dev),
+                reads: c.requests[OP_READ as usize],
+                writes: c.requests[OP_WRITE as usize],
+                others: c.others(),
+                read_bytes: c.bytes[OP_READ as usize],
+                write_bytes: c.bytes[OP_WRITE as usize],
+            })
+            .collect()
+    }
+}
+
+/// Sync calls kept per process for the drill-down.
+const RECENT_SYNCS: usize = 32;
+/// Disks whose last request end is remembered per process, for sequentiality.
+const MAX_NEXT_SECTORS: usize = 8;
+
+#[derive(Clone, Debug)]
+struct RecentSync {
+    call: SyncCall,
+    cost: Option<(u64, u64)>,
+}
+
+#[derive(Clone, Debug)]
+struct ProcState {
+    comm: Comm,
+    kernel_thread: bool,
+    last_seen_ns: u64,
+    exited_ns: Option<u64>,
+    interval: ProcPeriod,
+    total: ProcPeriod,
+    /// Newest last.
+    recent_syncs: VecDeque<RecentSync>,
+    /// Where its previous request to each disk ended (sector), for sequentiality.
+    next_sector: Vec<(Dev, u64)>,
+    dio_geometry: DioGeometry,
+}
+
+impl ProcState {
+    fn new(comm: Comm, seen_ns: u64) -> Self {
+        Self {
+            comm,
+            kernel_thread: false,
+            last_seen_ns: seen_ns,
+            exited_ns: None,
+            interval: ProcPeriod::default(),
+            total: ProcPeriod::default(),
+            recent_syncs: VecDeque::new(),
+            next_sector: Vec::new(),
+            dio_geometry: DioGeometry::default(),
+        }
+    }
+
+    fn seen(&mut self, comm: Comm, at_ns: u64) {
+        self.comm = comm;
+        self.last_seen_ns = self.last_seen_ns.max(at_ns);
+    }
+
+    /// Whether `io` began where this process's previous request to its disk ended.
+    fn sequential(&mut self, io: &BlockIo) -> bool {
+        let end = io.sector.saturating_add(u64::from(io.bytes / 512));
+        match self.next_sector.iter_mut().find(|(dev, _)| *dev == io.dev) {
+            Some((_, next)) => std::mem::replace(next, end) == io.sector,
+            None => {
+                if self.next_sector.len() == MAX_NEXT_SECTORS {
+                    self.next_sector.remove(0);
+                }
+                self.next_sector.push((io.dev, end));
+                false
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct ProcBook {
+    settings: Settings,
+    procs: HashMap<u32, ProcState>,
+}
+
+impl ProcBook {
+    pub(super) fn new(settings: Settings) -> Self {
+        Self {
+            settings,
+            procs: HashMap::new(),
+        }
+    }
+
+    fn entry(&mut self, tgid: u32, comm: Comm, at_ns: u64) -> &mut ProcState {
+        let proc = self
+            .procs
+            .entry(tgid)
+            .or_insert_with(|| ProcState::new(comm, at_ns));
+        proc.seen(comm, at_ns);
+        proc
+    }
+
+    pub(super) fn block(&mut self, io: &BlockIo) {
+        let proc = self.entry(io.tgid, io.comm, io.completed_ns);
+        proc.kernel_thread |= io.kernel_thread;
+        proc.interval.add(io);
+        let sequential = proc.sequential(io);
+        proc.interval
+            .patterns
+            .add_request(io, sequential, &proc.dio_geometry);
+    }
+
+    pub(super) fn sync(&mut self, call: &SyncCall) {
+        let proc = self.entry(call.tgid, call.comm, call.end_ns);
+        proc.interval.sync.add_call(call);
+        if proc.recent_syncs.len() == RECENT_SYNCS {
+            proc.recent_syncs.pop_front();
+        }
+        proc.recent_syncs.push_back(RecentSync {
+            call: call.clone(),
+            cost: None,
+        });
+    }
+
+    pub(super) fn dio(&mut self, call: &DioCall) {
+        let proc = self.entry(call.tgid, call.comm, call.ts_ns);
+        proc.interval.patterns.add_dio(call, &mut proc.dio_geometry);
+    }
+
+    /// A sync call's whole cost is known.
+    pub(super) fn settled(&mut self, sync: &SettledSync) {
+        let Some(proc) = self.procs.get_mut(&sync.call.tgid) else {
+            return;
+        };
+        proc.interval.sync.add_settled(sync);
+        if let Some(recent) = proc
+            .recent_syncs
+            .iter_mut()
+            .rev()
+            .find(|r| r.call.tid == sync.call.tid && r.call.end_ns == sync.call.end_ns)
+        {
+            recent.cost = Some((sync.own_bytes, sync.charged_bytes));
+        }
+    }
+
+    pub(super) fn charge(&mut self, charge: &Charge) {
+        if let Some(to) = self.procs.get_mut(&charge.to_tgid) {
+            to.interval.sync.add_charge_received(charge);
+        }
+        if let Some(from) = self.procs.get_mut(&charge.from_tgid) {
+            from.interval.sync.add_charge_given(charge);
+        }
+    }
+
+    pub(super) fn exited(&mut self, tgid: u32, at_ns: u64) {
+        if let Some(proc) = self.procs.get_mut(&tgid) {
+            proc.exited_ns = Some(at_ns);
+        }
+    }
+
+    /// Bytes the process asked to write in this interval.
+    pub(super) fn logical(&mut self, tgid: u32, bytes: u64) {
+        if let Some(proc) = self.procs.get_mut(&tgid) {
+            proc.interval.logical_bytes = proc.interval.logical_bytes.saturating_add(bytes);
+        }
+    }
+
+    /// Time in D in this interval. A process that spent at least a millisecond in D gets a
+    /// row even without I/O (a task stuck in vfork does no I/O).
+    pub(super) fn dstate(&mut self, tgid: u32, comm: Option<&str>, ns: u64, now_ns: u64) {
+        let proc = match (self.procs.get_mut(&tgid), comm) {
+            (Some(proc), _) => proc,
+            (None, Some(comm)) if ns >= 1_000_000 => self
+                .procs
+                .entry(tgid)
+                .or_insert_with(|| ProcState::new(Comm::new(comm), now_ns)),
+            _ => return,
+        };
+        proc.interval.dstate_ns = proc.interval.dstate_ns.saturating_add(ns);
+        if ns > 0 {
+            proc.last_seen_ns = proc.last_seen_ns.max(now_ns);
+        }
+    }
+
+    /// Closes the interval: every process's row (figures of the interval and since start),
+    /// sorted by pid; the interval figures start again from zero.
+    pub(super) fn close(&mut self, name_of: &impl Fn(Dev) -> String) -> Vec<ProcRow> {
+        let mut rows: Vec<ProcRow> = self
+            .procs
+            .iter_mut()
+            .map(|(&tgid, state)| {
+                let interval = state.interval.figures();
+                let devices = state.interval.devices(name_of);
+                state.total.merge(&state.interval);
+                let row = ProcRow {
+                    tgid,
+                    comm: state.comm.to_string(),
+                    kernel_thread: state.kernel_thread,
+                    exited: state.exited_ns.is_some(),
+                    interval,
+                    total: state.total.figures(),
+                    devices,
+                    recent_syncs: state
+                        .recent_syncs
+                        .iter()
+                        .rev()
+                        .map(|r| SyncCallRow {
+                            kind: r.call.kind.name(),
+                            fd: r.call.fd,
+                            file: r.call.file.to_string(),
+                            latency_ns: r.call.latency_ns(),
+                            ret: r.call.ret,
+                            end_ns: r.call.end_ns,
+                            window_bytes: r.call.window_bytes,
+                            cost: r.cost,
+                        })
+                        .collect(),
+                };
+                state.interval = ProcPeriod::default();
+                row
+            })
+            .collect();
+        rows.sort_by_key(|row| row.tgid);
+        rows
+    }
+
+    /// Forgets processes that exited (once nothing of theirs is waiting to be settled), that
+    /// have been idle too long, and the longest idle beyond the cap. Returns the forgotten.
+    pub(super) fn evict(&mut self, now_ns: u64, pending: impl Fn(u32) -> bool) -> Vec<u32> {
+        let forget_after = self.settings.forget_after_ns;
+        let mut gone: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|&(&tgid, p)| {
+                p.exited_ns.is_some_and(|at| at <= now_ns) && !pending(tgid)
+                    || now_ns.saturating_sub(p.last_seen_ns) >= forget_after
+            })
+            .map(|(&tgid, _)| tgid)
+            .collect();
+        for tgid in &gone {
+            self.procs.remove(tgid);
+        }
+        if self.procs.len() > self.settings.max_procs {
+            let mut by_age: Vec<(u64, u32)> = self
+                .procs
+                .iter()
+                .map(|(&tgid, p)| (p.last_seen_ns, tgid))
+                .collect();
+            by_age.sort_unstable();
+            let excess = self.procs.len() - self.settings.max_procs;
+            for (_, tgid) in by_age.into_iter().take(excess) {
+                self.procs.remove(&tgid);
+                gone.push(tgid);
+            }
+        }
+        gone
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.procs.len()
+    }
+}

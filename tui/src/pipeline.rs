@@ -1,0 +1,304 @@
+//! The pipeline both front ends drive: a [`Source`] of model inputs (the live probes, or a
+//! recording), the model, and the optional recorder. The live view and the headless reports
+//! call [`Pipeline::next`] in their loops and get one closed interval at a time; neither
+//! knows where the inputs come from.
+//!
+//! Every input reaches the model through here, and, when recording, the recorder sees the
+//! very same sequence: the baseline sample taken at start, each drain's records and
+//! bad-record count, each interval's sample, and the final sample that settles everything
+//! on quit. A replay of the file therefore reproduces the live run's reports exactly.
+
+use std::{path::Path, time::Duration};
+
+use anyhow::{Context as _, Result};
+use tokio::time::{Instant, Interval, MissedTickBehavior, interval, interval_at};
+
+use crate::{
+    feed::{
+        LiveFeed,
+        recording::{self, Header, Recorder, Replayer},
+    },
+    model::{Aggregator, Input, SampleKind, Settings, Snapshot},
+    probe::privilege::Environment,
+};
+
+/// How often the ring buffer is drained between reports.
+pub const DRAIN_EVERY: Duration = Duration::from_millis(50);
+/// Records taken per drain before the loop looks at signals and timers again.
+pub const MAX_BATCH: usize = 65_536;
+
+/// What a run is: where, when, how often. The report's timestamps come from it.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub host: String,
+    pub kernel: String,
+    /// `CLOCK_MONOTONIC` when the probes were attached, and the wall clock then.
+    pub started_ns: u64,
+    pub started_unix_ms: u64,
+    pub interval_ns: u64,
+}
+
+impl RunInfo {
+    /// Wall-clock time of a snapshot (for the reports' `ts`).
+    pub fn unix_ms(&self, snap: &Snapshot) -> u64 {
+        self.started_unix_ms + snap.elapsed_ns / 1_000_000
+    }
+}
+
+/// One step of the pipeline.
+pub enum Step {
+    /// An interval closed.
+    Interval(Box<Snapshot>),
+    /// The recording ended (never for the live probes).
+    End,
+}
+
+pub struct Pipeline {
+    source: Source,
+    model: Aggregator,
+    recorder: Option<Recorder>,
+    info: RunInfo,
+}
+
+enum Source {
+    Live(Box<Live>),
+    Replay(Box<Replay>),
+}
+
+struct Live {
+    feed: LiveFeed,
+    reports: Interval,
+    drains: Interval,
+    /// Intervals still to report before the final one (`-n`), if limited.
+    remaining: Option<u64>,
+}
+
+struct Replay {
+    replayer: Replayer,
+    /// Replay at the recorded pace times this; `None`: as fast as it can be read.
+    speed: Option<f64>,
+    next_at: Instant,
+    held: bool,
+}
+
+/// The host's name, for the status bar and the recording's header.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Pipeline {
+    /// Attaches the probes, takes the baseline and opens the recording (if `record`). Must
+    /// run inside a tokio runtime. With `iterations`, the last interval is the final one.
+    pub fn live(
+        env: &Environment,
+        every: Duration,
+        iterations: Option<u64>,
+        record: Option<&Path>,
+    ) -> Result<Self> {
+        let feed = LiveFeed::start(env)?;
+        let info = RunInfo {
+            host: host_name(),
+            kernel: env.kernel_release.clone(),
+            started_ns: feed.started_ns(),
+            started_unix_ms: crate::report::unix_ms_now(),
+            interval_ns: u64::try_from(every.as_nanos()).unwrap_or(u64::MAX),
+        };
+        let recorder = record
+            .map(|path| Recorder::create(path, &header(&info)))
+            .transpose()?;
+        let mut reports = interval_at(Instant::now() + every, every);
+        reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut drains = interval(DRAIN_EVERY);
+        drains.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut pipeline = Self {
+            model: Aggregator::new(Settings::default(), info.started_ns),
+            source: Source::Live(Box::new(Live {
+                feed,
+                reports,
+                drains,
+                remaining: iterations,
+            })),
+            recorder,
+            info,
+        };
+        let baseline = pipeline.live_feed().sample(SampleKind::Baseline);
+        pipeline.apply(Input::Sample(Box::new(baseline)))?;
+        Ok(pipeline)
+    }
+
+    /// Opens a recording. `speed`: replay at the recorded pace times this; `None`: as fast as
+    /// it can be read (the headless reports).
+    pub fn replay(path: &Path, speed: Option<f64>) -> Result<Self> {
+        let replayer = Replayer::open(path)?;
+        let h = &replayer.header;
+        let info = RunInfo {
+            host: h.host.clone(),
+            kernel: h.kernel.clone(),
+            started_ns: h.started_ns,
+            started_unix_ms: h.started_unix_ms,
+            interval_ns: h.interval_ns,
+        };
+        Ok(Self {
+            model: Aggregator::new(Settings::default(), info.started_ns),
+            source: Source::Replay(Box::new(Replay {
+                replayer,
+                speed,
+                next_at: Instant::now(),
+                held: false,
+            })),
+            recorder: None,
+            info,
+        })
+    }
+
+    pub fn info(&self) -> &RunInfo {
+        &self.info
+    }
+
+    /// Notes on what is degraded (missing tracepoints, hidden symbols), for the status line.
+    pub fn notes(&self) -> Vec<String> {
+        match &self.source {
+            Source::Live(live) => live.feed.report().degraded.clone(),
+            Source::Replay(_) => Vec::new(),
+        }
+    }
+
+    /// Stops (or restarts) a paced replay's clock; nothing for the live probes, which keep
+    /// counting while the view is paused.
+    pub fn hold(&mut self, held: bool) {
+        if let Source::Replay(replay) = &mut self.source {
+            if replay.held && !held {
+                replay.next_at = Instant::now();
+            }
+            replay.held = held;
+        }
+    }
+
+    /// Waits for and returns the next closed interval. Cancel-safe: every await point is a
+    /// timer tick or a readiness wait, and the work between them is done before the next.
+    pub async fn next(&mut self) -> Result<Step> {
+        loop {
+            match &mut self.source {
+                Source::Live(live) => {
+                    tokio::select! {
+                        biased;
+                        _ = live.reports.tick() => {
+                            let kind = match &mut live.remaining {
+                                Some(1) => SampleKind::Final,
+                                Some(n) => {
+                                    *n = n.saturating_sub(1);
+                                    SampleKind::Interval
+                                }
+                                None => SampleKind::Interval,
+                            };
+                            return self.close(kind).map(Step::Interval);
+                        }
+                        filling = live.feed.filling() => {
+                            filling.context("wait for the ring buffer")?;
+                            self.drain()?;
+                        }
+                        _ = live.drains.tick() => self.drain()?,
+                    }
+                }
+                Source::Replay(replay) => {
+                    if replay.speed.is_some() {
+                        if replay.held {
+                            std::future::pending::<()>().await;
+                        }
+                        tokio::time::sleep_until(replay.next_at).await;
+                    }
+                    let Some(input) = replay.replayer.next_input()? else {
+                        return Ok(Step::End);
+                    };
+                    if let Some(snap) = self.model.apply(&input) {
+                        if let Source::Replay(replay) = &mut self.source
+                            && let Some(speed) = replay.speed
+                        {
+                            replay.next_at = Instant::now()
+                                + Duration::from_nanos(snap.interval_ns).div_f64(speed);
+                        }
+                        return Ok(Step::Interval(Box::new(snap)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last interval, cut short (quit, SIGINT): every pending charge is settled first.
+    /// `None` for a replay, whose recording holds its own last interval.
+    pub fn finish(&mut self) -> Result<Option<Box<Snapshot>>> {
+        match self.source {
+            Source::Live(_) => self.close(SampleKind::Final).map(Some),
+            Source::Replay(_) => Ok(None),
+        }
+    }
+
+    fn live_feed(&mut self) -> &mut LiveFeed {
+        match &mut self.source {
+            Source::Live(live) => &mut live.feed,
+            Source::Replay(_) => unreachable!("only live pipelines sample the kernel"),
+        }
+    }
+
+    /// Drains the ring buffer, then samples the kernel and closes the interval.
+    fn close(&mut self, kind: SampleKind) -> Result<Box<Snapshot>> {
+        self.drain()?;
+        let sample = self.live_feed().sample(kind);
+        let snap = self.apply(Input::Sample(Box::new(sample)))?;
+        Ok(Box::new(snap.unwrap_or_else(|| {
+            unreachable!("an interval or final sample closes an interval")
+        })))
+    }
+
+    /// Empties the ring buffer into the model (and the recording).
+    fn drain(&mut self) -> Result<()> {
+        let Self {
+            source,
+            model,
+            recorder,
+            ..
+        } = self;
+        let Source::Live(live) = source else {
+            return Ok(());
+        };
+        let mut failed = None;
+        let mut sink = |input: Input| {
+            if let Some(recorder) = recorder.as_mut()
+                && let Err(e) = recorder.input(&input)
+            {
+                failed.get_or_insert(e);
+            }
+            model.apply(&input);
+        };
+        loop {
+            let (taken, bad) = live.feed.drain(MAX_BATCH, &mut sink);
+            if bad > 0 {
+                sink(Input::BadRecords(bad));
+            }
+            if taken < MAX_BATCH {
+                break;
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Applies one input and records it.
+    fn apply(&mut self, input: Input) -> Result<Option<Snapshot>> {
+        if let Some(recorder) = &mut self.recorder {
+            recorder.input(&input)?;
+        }
+        Ok(self.model.apply(&input))
+    }
+}
+
+fn header(info: &RunInfo) -> Header {
+    recording::new_header(
+        info.host.clone(),
+        info.kernel.clone(),
+        info.started_ns,
+        info.started_unix_ms,
+        info.interval_ns,
+    )
+}
