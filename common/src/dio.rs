@@ -32,9 +32,41 @@ pub struct DioRecord {
     pub dio_flags: u32,
     pub _pad: u32,
     pub comm: [u8; COMM_LEN],
+    /// The file's name (last path component), when the probe could read it (raw
+    /// tracepoint); zeros otherwise.
+    pub name: [u8; crate::sync::FILE_NAME_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<DioRecord>() == 88);
+const _: () = assert!(core::mem::size_of::<DioRecord>() == 120);
+
+/// Offsets, from BTF, for the raw `iomap_dio_rw_begin(struct kiocb *, struct iov_iter *,
+/// unsigned int dio_flags, size_t done_before)` probe: `iocb->{ki_filp, ki_pos, ki_flags}`,
+/// `iter->count` and `inode->i_size` (the file's inode and superblock are found with
+/// [`crate::sync::FileOffsets`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct RawDioOffsets {
+    pub iocb_filp: u32,
+    pub iocb_pos: u32,
+    pub iocb_flags: u32,
+    pub iter_count: u32,
+    pub inode_size: u32,
+    pub _pad: u32,
+}
+
+impl RawDioOffsets {
+    pub const ZERO: Self = Self {
+        iocb_filp: 0,
+        iocb_pos: 0,
+        iocb_flags: 0,
+        iter_count: 0,
+        inode_size: 0,
+        _pad: 0,
+    };
+}
+
+pub const GLOBAL_RAW_DIO_OFFSETS: &str = "RAW_DIO_OFFSETS";
 
 /// Offsets of `iomap_dio_rw_begin`'s fields.
 #[repr(C)]

@@ -76,4 +76,5 @@ mod pod {
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
     unsafe impl aya::Pod for crate::process::ExitOffsets {}
     unsafe impl aya::Pod for crate::sync::FileOffsets {}
+    unsafe impl aya::Pod for crate::dio::RawDioOffsets {}
 }

@@ -2,31 +2,94 @@
 //! calls that are not aligned to the largest filesystem or physical block size in use (a map
 //! user space keeps current) are streamed: the others cannot cause sub-block zeroing or a
 //! device read-modify-write, and a database's aligned direct I/O stays free.
+//!
+//! On kernels with BTF the raw tracepoint reads the call from the `kiocb` and `iov_iter`
+//! themselves (an aligned call costs two reads, no trace record), and names the file; the
+//! classic tracepoint is the fallback.
 
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{map, tracepoint},
+    macros::{map, raw_tracepoint, tracepoint},
     maps::Array,
-    programs::TracePointContext,
+    programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DIO, RecordHeader,
-    dio::{DioOffsets, DioRecord},
+    dio::{DioOffsets, DioRecord, RawDioOffsets},
     maps::COUNTER_RING_DROPPED,
+    sync::FILE_NAME_LEN,
 };
 
 use crate::{
     block::{EVENTS, bump, submit_flags},
     fields::Window,
+    file::{self, read},
 };
 
 #[unsafe(no_mangle)]
 static DIO_OFFSETS: Global<DioOffsets> = Global::new(DioOffsets::ABSENT);
 
+#[unsafe(no_mangle)]
+static RAW_DIO_OFFSETS: Global<RawDioOffsets> = Global::new(RawDioOffsets::ZERO);
+
 /// One power of two: the alignment below which calls are streamed.
 #[map]
 static DIO_STREAM_ALIGN: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Whether a call at `pos` of `count` bytes is aligned to what every filesystem and device
+/// in use works in (then it is not streamed).
+#[inline(always)]
+fn aligned(pos: u64, count: u64) -> bool {
+    // 0 (not set yet) streams every call not aligned to a 512-byte sector.
+    let align = match DIO_STREAM_ALIGN.get(0) {
+        Some(&align) if align != 0 => align,
+        _ => 512,
+    };
+    (pos | count) & (align - 1) == 0
+}
+
+/// The fields of one unaligned call.
+struct Call {
+    dev: u32,
+    ino: u64,
+    isize: i64,
+    pos: u64,
+    count: u64,
+    ki_flags: u32,
+    dio_flags: u32,
+    name: [u8; FILE_NAME_LEN],
+}
+
+#[inline(always)]
+fn emit(call: &Call) {
+    let Some(mut slot) = EVENTS.reserve::<DioRecord>(0) else {
+        bump(COUNTER_RING_DROPPED);
+        return;
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    slot.write(DioRecord {
+        header: RecordHeader {
+            kind: RECORD_DIO,
+            size: core::mem::size_of::<DioRecord>() as u16,
+            _reserved: 0,
+        },
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        ino: call.ino,
+        isize: call.isize,
+        pos: call.pos as i64,
+        count: call.count,
+        dev: call.dev,
+        tgid: (pid_tgid >> 32) as u32,
+        pid: pid_tgid as u32,
+        ki_flags: call.ki_flags,
+        dio_flags: call.dio_flags,
+        _pad: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+        name: call.name,
+    });
+    slot.submit(submit_flags());
+}
 
 #[tracepoint]
 pub fn dio_begin(ctx: TracePointContext) -> u32 {
@@ -35,12 +98,7 @@ pub fn dio_begin(ctx: TracePointContext) -> u32 {
     let (Ok(pos), Ok(count)) = (w.u64(o.pos), w.u64(o.count)) else {
         return 0;
     };
-    // 0 (not set yet) streams every call not aligned to a 512-byte sector.
-    let align = match DIO_STREAM_ALIGN.get(0) {
-        Some(&align) if align != 0 => align,
-        _ => 512,
-    };
-    if (pos | count) & (align - 1) == 0 {
+    if aligned(pos, count) {
         return 0;
     }
     let (Ok(dev), Ok(ino), Ok(isize), Ok(ki_flags)) = (
@@ -51,31 +109,51 @@ pub fn dio_begin(ctx: TracePointContext) -> u32 {
     ) else {
         return 0;
     };
-    let dio_flags = w.u32(o.dio_flags).unwrap_or(0);
-    let Some(mut slot) = EVENTS.reserve::<DioRecord>(0) else {
-        bump(COUNTER_RING_DROPPED);
-        return 0;
-    };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    slot.write(DioRecord {
-        header: RecordHeader {
-            kind: RECORD_DIO,
-            size: core::mem::size_of::<DioRecord>() as u16,
-            _reserved: 0,
-        },
-        ts_ns: unsafe { bpf_ktime_get_ns() },
+    emit(&Call {
+        dev,
         ino,
         isize: isize as i64,
-        pos: pos as i64,
+        pos,
         count,
-        dev,
-        tgid: (pid_tgid >> 32) as u32,
-        pid: pid_tgid as u32,
         ki_flags,
-        dio_flags,
-        _pad: 0,
-        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+        dio_flags: w.u32(o.dio_flags).unwrap_or(0),
+        name: [0; FILE_NAME_LEN],
     });
-    slot.submit(submit_flags());
+    0
+}
+
+/// `iomap_dio_rw_begin(struct kiocb *iocb, struct iov_iter *iter, unsigned int dio_flags,
+/// size_t done_before)`.
+#[raw_tracepoint(tracepoint = "iomap_dio_rw_begin")]
+pub fn raw_dio_begin(ctx: RawTracePointContext) -> i32 {
+    let iocb: u64 = ctx.arg(0);
+    let iter: u64 = ctx.arg(1);
+    let o = RAW_DIO_OFFSETS.load();
+    let (Ok(pos), Ok(count)) = (
+        read::<u64>(iocb, o.iocb_pos),
+        read::<u64>(iter, o.iter_count),
+    ) else {
+        return 0;
+    };
+    if aligned(pos, count) {
+        return 0;
+    }
+    let Ok(file) = read::<u64>(iocb, o.iocb_filp) else {
+        return 0;
+    };
+    let Ok(id) = file::of_file(file, Some(o.inode_size)) else {
+        return 0;
+    };
+    let dio_flags: u64 = ctx.arg(2);
+    emit(&Call {
+        dev: id.fs_dev,
+        ino: id.ino,
+        isize: id.size,
+        pos,
+        count,
+        ki_flags: read(iocb, o.iocb_flags).unwrap_or(0),
+        dio_flags: dio_flags as u32,
+        name: id.name,
+    });
     0
 }

@@ -11,6 +11,7 @@ mod block;
 mod dio;
 mod exit;
 mod fields;
+mod file;
 mod inflight;
 mod raw;
 mod sched;

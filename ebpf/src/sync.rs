@@ -10,8 +10,7 @@ use aya_ebpf::{
     Global,
     bindings::BPF_ANY,
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
     },
     macros::{map, tracepoint},
     maps::{HashMap, LruHashMap, LruPerCpuHashMap},
@@ -20,79 +19,19 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_SYNC_CALL, RecordHeader,
     sync::{
-        FILE_NAME_LEN, FdKey, FdWindow, FileOffsets, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC,
-        SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS, SyncCallRecord,
-        SyncInFlight, SyscallOffsets,
+        FdKey, FdWindow, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC,
+        SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS, SyncCallRecord, SyncInFlight, SyscallOffsets,
     },
 };
 
 use crate::{
     block::{EVENTS, bump, submit_flags},
     fields::Window,
+    file::{self, FileIdentity},
 };
 
 #[unsafe(no_mangle)]
 static SYSCALL_OFFSETS: Global<SyscallOffsets> = Global::new(SyscallOffsets::ABSENT);
-
-#[unsafe(no_mangle)]
-static FILE_OFFSETS: Global<FileOffsets> = Global::new(FileOffsets::ZERO);
-
-#[inline(always)]
-fn read<T>(base: u64, offset: u32) -> Result<T, ()> {
-    if base == 0 {
-        return Err(());
-    }
-    // SAFETY: bpf_probe_read_kernel validates the address.
-    unsafe { bpf_probe_read_kernel((base + u64::from(offset)) as *const T) }.map_err(|_| ())
-}
-
-/// What the kernel knows of the current task's file `fd`.
-struct FileIdentity {
-    ino: u64,
-    fs_dev: u32,
-    blkbits: u8,
-    name: [u8; FILE_NAME_LEN],
-}
-
-impl FileIdentity {
-    const UNKNOWN: Self = Self {
-        ino: 0,
-        fs_dev: 0,
-        blkbits: 0,
-        name: [0; FILE_NAME_LEN],
-    };
-}
-
-#[inline(always)]
-fn file_identity(fd: i32) -> Result<FileIdentity, ()> {
-    let o = FILE_OFFSETS.load();
-    if o.task_files == 0 || fd < 0 {
-        return Err(());
-    }
-    // SAFETY: a helper without preconditions; the pointer is only dereferenced through
-    // bpf_probe_read_kernel.
-    let task = unsafe { bpf_get_current_task() };
-    let fdt: u64 = read(read(task, o.task_files)?, o.files_fdt)?;
-    let max_fds: u32 = read(fdt, o.fdt_max_fds)?;
-    if fd as u32 >= max_fds {
-        return Err(());
-    }
-    let array: u64 = read(fdt, o.fdt_fd)?;
-    let file: u64 = read(array, (fd as u32) * 8)?;
-    let inode: u64 = read(file, o.file_inode)?;
-    let sb: u64 = read(inode, o.inode_sb)?;
-    let mut id = FileIdentity {
-        ino: read(inode, o.inode_ino)?,
-        fs_dev: read(sb, o.sb_dev)?,
-        blkbits: read(sb, o.sb_blocksize_bits)?,
-        name: [0; FILE_NAME_LEN],
-    };
-    if let Ok(name) = read::<u64>(file, o.file_dentry).and_then(|d| read::<u64>(d, o.dentry_name)) {
-        // SAFETY: the helper validates the kernel address and bounds the copy.
-        let _ = unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut id.name) };
-    }
-    Ok(id)
-}
 
 /// Threads inside a sync call: pid_tgid -> the call.
 #[map]
@@ -189,7 +128,7 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
             *stored = FdWindow::default();
         }
     }
-    let file = file_identity(call.fd).unwrap_or(FileIdentity::UNKNOWN);
+    let file = file::of_fd(call.fd).unwrap_or(FileIdentity::UNKNOWN);
     let Some(mut slot) = EVENTS.reserve::<SyncCallRecord>(0) else {
         bump(iotop_bpf_common::maps::COUNTER_RING_DROPPED);
         return 0;

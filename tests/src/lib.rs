@@ -13,6 +13,8 @@ use std::{
 
 use serde_json::Value;
 
+pub mod eval;
+
 /// True when the test may run. Without root it skips with a visible message, except under CI
 /// (`CI=true`), where a privileged test that cannot run is a failure.
 #[must_use]
@@ -88,8 +90,16 @@ pub struct LoopFs {
 }
 
 impl LoopFs {
+    /// 4 KiB blocks.
     pub fn new(fs: &str, size_mib: u64) -> Self {
-        let tag = format!("iotop-bpf-test-{}-{fs}", std::process::id());
+        Self::with_block(fs, size_mib, 4096)
+    }
+
+    /// A filesystem with `block`-byte blocks.
+    pub fn with_block(fs: &str, size_mib: u64, block: u32) -> Self {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = format!("iotop-bpf-test-{}-{n}-{fs}", std::process::id());
         let backing = PathBuf::from(format!("/dev/shm/{tag}.img"));
         let file = std::fs::File::create(&backing).expect("create the backing file in /dev/shm");
         file.set_len(size_mib << 20).expect("size the backing file");
@@ -100,21 +110,25 @@ impl LoopFs {
         )
         .trim()
         .to_string();
+        let block = block.to_string();
         match fs {
-            // 4 KiB blocks even on small filesystems (mke2fs picks 1 KiB below 512 MiB).
+            // The block size is always given (mke2fs picks 1 KiB below 512 MiB).
             "ext4" => sh(
                 "mkfs.ext4",
                 &[
                     "-q",
                     "-F",
                     "-b",
-                    "4096",
+                    &block,
                     "-E",
                     "lazy_itable_init=0,lazy_journal_init=0",
                     &device,
                 ],
             ),
-            "xfs" => sh("mkfs.xfs", &["-q", "-f", &device]),
+            "xfs" => sh(
+                "mkfs.xfs",
+                &["-q", "-f", "-b", &format!("size={block}"), &device],
+            ),
             other => panic!("unsupported filesystem {other}"),
         };
         let mountpoint = std::env::temp_dir().join(&tag);

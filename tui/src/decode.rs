@@ -80,6 +80,7 @@ pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
                 physical_block_size: 0,
                 fs_start_sector: 0,
                 file: None,
+                name: Comm::text(&raw.name),
             }))
         }
         RECORD_EXIT => {

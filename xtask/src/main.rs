@@ -44,6 +44,13 @@ enum Task {
     Install,
     /// Compare fio IOPS without a tracer, with iotop-bpf, and with bpftrace (needs root).
     Bench(bench::Args),
+    /// Run the real-program corpus (tests/corpus) and print expected vs raised findings,
+    /// with precision and recall (needs root). `cargo xtask test` runs it too.
+    Eval {
+        /// Only the workloads whose name contains this.
+        #[arg(long)]
+        only: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -65,6 +72,7 @@ fn task(task: Task) -> Result<()> {
         Task::Test => test(),
         Task::Install => install(),
         Task::Bench(args) => bench::bench(&args),
+        Task::Eval { only } => eval(only.as_deref()),
     }
 }
 
@@ -174,7 +182,24 @@ fn workspace_tests() -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-fn privileged_tests() -> Result<Outcome> {
+fn eval(only: Option<&str>) -> Result<()> {
+    build()?;
+    let mut command = privileged_cargo_test(&["--test", "eval"])?;
+    command.arg("--nocapture");
+    if let Some(only) = only {
+        command.env("IOTOP_BPF_EVAL_FILTER", only);
+    }
+    let result = run(&mut command);
+    let table = util::root_dir().join("target/eval/corpus.md");
+    if let Ok(text) = std::fs::read_to_string(&table) {
+        println!("\n{text}\n(written to {})", table.display());
+    }
+    result
+}
+
+/// `cargo test` of the integration crate, run as root (through `sudo -E` when not root),
+/// with the ignored (privileged) tests selected; append test-binary arguments after it.
+fn privileged_cargo_test(selection: &[&str]) -> Result<std::process::Command> {
     let binary = release_binary();
     let binary = binary
         .canonicalize()
@@ -182,23 +207,33 @@ fn privileged_tests() -> Result<Outcome> {
     let mut command = cmd("cargo");
     command
         .args(["test", "--release", "--package", "iotop-bpf-integration"])
+        .args(selection)
         .env("IOTOP_BPF_BIN", &binary);
     if !is_root() {
         if find_in_path("sudo").is_none() {
-            let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-            if ci {
-                bail!(
-                    "the privileged tests need root and sudo is not installed: run as root in CI"
-                );
-            }
-            eprintln!("\nSKIPPED privileged tests: not root (and no sudo)\n");
-            return Ok(Outcome::Skipped("not root".into()));
+            bail!("the privileged tests need root and sudo is not installed: run as root");
         }
-        // Cargo builds as the user (no root-owned files in target/) and runs each test
-        // binary through `sudo -E`, which keeps IOTOP_BPF_BIN and CI.
         command.args(["--config", r#"target."cfg(all())".runner = ["sudo", "-E"]"#]);
     }
     command.args(["--", "--ignored", "--test-threads=1"]);
-    run(&mut command)?;
+    Ok(command)
+}
+
+fn privileged_tests() -> Result<Outcome> {
+    if !is_root() && find_in_path("sudo").is_none() {
+        let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        if ci {
+            bail!("the privileged tests need root and sudo is not installed: run as root in CI");
+        }
+        eprintln!("\nSKIPPED privileged tests: not root (and no sudo)\n");
+        return Ok(Outcome::Skipped("not root".into()));
+    }
+    // Cargo builds as the user (no root-owned files in target/) and runs each test binary
+    // through `sudo -E`, which keeps IOTOP_BPF_BIN and CI.
+    run(&mut privileged_cargo_test(&[])?)?;
+    let table = util::root_dir().join("target/eval/corpus.md");
+    if let Ok(text) = std::fs::read_to_string(&table) {
+        println!("\nreal-program corpus:\n{text}");
+    }
     Ok(Outcome::Passed)
 }

@@ -14,8 +14,17 @@ const BUILD_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "zlib1g-dev",
 ];
-/// mkfs.xfs, fio, mkfs.ext4 and losetup for the privileged integration tests.
-const TEST_PACKAGES: &[&str] = &["xfsprogs", "fio", "e2fsprogs", "util-linux", "tmux"];
+/// mkfs.xfs, fio, mkfs.ext4 and losetup for the privileged integration tests; sqlite3 and
+/// python3 for the evaluation corpus (tests/corpus).
+const TEST_PACKAGES: &[&str] = &[
+    "xfsprogs",
+    "fio",
+    "e2fsprogs",
+    "util-linux",
+    "tmux",
+    "sqlite3",
+    "python3",
+];
 /// The side-by-side peer of `cargo xtask bench`.
 const BENCH_PACKAGES: &[&str] = &["bpftrace"];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";

@@ -251,6 +251,8 @@ impl LiveFeed {
             diskstats: diskstats(),
             names,
             geometry,
+            // SAFETY: sysconf has no preconditions.
+            page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
         }
     }
 
@@ -339,7 +341,24 @@ fn annotate(
             call.logical_block_size = disk.logical_block_size;
             call.physical_block_size = disk.physical_block_size;
             call.fs_start_sector = disk.start_sector;
-            call.file = procs.file_of_inode(call.tgid, call.fs_dev, call.ino);
+            call.file = procs
+                .file_of_inode(call.tgid, call.fs_dev, call.ino)
+                .or_else(|| procs.path_of_inode(call.fs_dev, call.ino))
+                .or_else(|| {
+                    (!call.name.is_empty()).then(|| {
+                        FileRef::Inode {
+                            dev: call.fs_dev,
+                            ino: call.ino,
+                            name: call.name.clone(),
+                        }
+                        .to_string()
+                    })
+                });
+            if let Some(path) = &call.file
+                && path.starts_with('/')
+            {
+                procs.remember_inode_path(call.fs_dev, call.ino, path);
+            }
         }
         Input::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
         Input::Sync(call) => {

@@ -153,6 +153,7 @@ impl Aggregator {
             procs: &procs,
             disks: &disks,
             dstate: &dstate,
+            page_size: sample.page_size,
         });
         let findings = self.findings.update(sample.now_ns, fresh);
         let ledger = &self.ledger;

@@ -156,6 +156,7 @@ fn figures(
         write_await_ns: d.latency_ns[OP_WRITE as usize]
             .checked_div(writes)
             .unwrap_or(0),
+        flush_time_ns: d.latency_ns[OP_FLUSH as usize],
         queue_size: d.latency_ns.iter().sum::<u64>() as f64 / period,
         util_pct: busy_ms.map_or(0.0, |ms| (ms as f64 * 1e6 / period * 100.0).min(100.0)),
         total_hist: Log2Hist {

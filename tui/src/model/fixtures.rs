@@ -146,6 +146,7 @@ pub fn demo_snapshot() -> Snapshot {
         dstate_time: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
         geometry: vec![],
+        page_size: 4096,
     };
     // The baseline at start.
     model.apply(&Input::Sample(Box::new(KernelSample {

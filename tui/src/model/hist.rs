@@ -136,6 +136,42 @@ impl Histogram {
         self.max
     }
 
+    /// The mean of the values at least `min`, leaving out the largest `1 - keep` share of
+    /// them (by bucket midpoints): a typical value that a few huge ones cannot drag up.
+    /// `None` when no value is at least `min`.
+    #[expect(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "counts and a rank of a histogram"
+    )]
+    pub fn trimmed_mean_from(&self, min: u64, keep: f64) -> Option<u64> {
+        let from = bucket_of(min).max(self.first);
+        let counted = |i: usize| self.buckets.get(i.wrapping_sub(self.first)).copied();
+        let total: u64 = (from..self.first + self.buckets.len())
+            .filter_map(counted)
+            .sum();
+        if total == 0 {
+            return None;
+        }
+        let mut left = ((total as f64 * keep.clamp(0.0, 1.0)).ceil() as u64).max(1);
+        let (mut sum, mut n) = (0u128, 0u64);
+        for i in from..self.first + self.buckets.len() {
+            let take = counted(i).unwrap_or(0).min(left);
+            if take == 0 {
+                continue;
+            }
+            let (low, high) = bucket_range(i);
+            sum += u128::from(low + (high - low) / 2) * u128::from(take);
+            n += take;
+            left -= take;
+            if left == 0 {
+                break;
+            }
+        }
+        u64::try_from(sum / u128::from(n.max(1))).ok()
+    }
+
     /// Counts per log2 microsecond slot, for drawing a latency histogram (each fine bucket
     /// goes to the slot of its midpoint: a bucket is at most 1/32 of its value wide).
     pub fn log2(&self) -> Log2Hist {
@@ -264,6 +300,25 @@ mod tests {
     fn bucket_mid(value: u64) -> u64 {
         let (low, high) = bucket_range(bucket_of(value));
         low + (high - low) / 2
+    }
+
+    #[test]
+    fn a_trimmed_mean_ignores_the_few_huge_values() {
+        let mut h = Histogram::default();
+        for _ in 0..199 {
+            h.record(4096);
+        }
+        h.record(2 << 20);
+        for _ in 0..50 {
+            h.record(12);
+        }
+        let typical = h.trimmed_mean_from(4096, 0.9).unwrap();
+        assert!((4000..4200).contains(&typical), "{typical}");
+        assert_eq!(h.trimmed_mean_from(8 << 20, 0.9), None);
+        assert!(
+            h.trimmed_mean_from(0, 1.0).unwrap() > 10_000,
+            "the plain mean is dragged up"
+        );
     }
 
     #[test]

@@ -321,9 +321,13 @@ pub struct DioCall {
     /// disk): requests report disk sectors, filesystem blocks are aligned to this start.
     #[serde(default)]
     pub fs_start_sector: u64,
-    /// The file's path, when the feed could find it among the process's open files.
+    /// The file's path, when the feed could find it among the process's open files, else
+    /// its name as the kernel saw it (see `name`).
     #[serde(default)]
     pub file: Option<String>,
+    /// The file's last path component, read in the kernel during the call (raw probe).
+    #[serde(default)]
+    pub name: String,
 }
 
 /// A thread in D state now.
@@ -372,6 +376,10 @@ impl fmt::Display for FileRef {
             Self::NoFile => f.write_str("-"),
             Self::Path(path) => f.write_str(path),
             Self::Inode { dev, ino, name } if name.is_empty() => write!(f, "inode {ino} on {dev}"),
+            // The root directory's dentry is named "/".
+            Self::Inode { dev, ino, name } if name == "/" => {
+                write!(f, "the root directory (inode {ino} on {dev})")
+            }
             Self::Inode { dev, ino, name } => write!(f, ".../{name} (inode {ino} on {dev})"),
             Self::Unresolved(why) => write!(f, "? ({why})"),
         }
@@ -483,4 +491,7 @@ pub struct KernelSample {
     /// Block sizes of the disks.
     #[serde(default)]
     pub geometry: Vec<DiskGeometry>,
+    /// The memory page size (`sysconf(_SC_PAGESIZE)`): the unit the page cache writes in.
+    #[serde(default)]
+    pub page_size: u32,
 }

@@ -273,6 +273,7 @@ mod tests {
             physical_block_size: 512,
             fs_start_sector: start,
             file: None,
+            name: String::new(),
         }
     }
 

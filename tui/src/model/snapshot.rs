@@ -61,6 +61,8 @@ pub struct DiskFigures {
     /// Mean latency of reads and writes, ns (iostat's r_await, w_await).
     pub read_await_ns: u64,
     pub write_await_ns: u64,
+    /// Time cache flushes took, summed (created -> completed), ns.
+    pub flush_time_ns: u64,
     /// Average number of requests in flight (iostat's aqu-sz).
     pub queue_size: f64,
     /// Percentage of time the disk had a request in flight (iostat's %util).
@@ -209,17 +211,23 @@ pub struct SyncFigures {
     pub errors: u64,
     pub latency: Latency,
     pub hist: Log2Hist,
-    /// Time spent in sync calls, summed over threads.
-    pub time_ns: u64,
+    /// Of the calls settled in the period: time spent in them (summed over threads), their
+    /// payloads, and the stretch from the first's start to the last's end (the time the
+    /// process spent syncing).
+    pub settled_time_ns: u64,
+    pub settled_payload: Histogram,
+    pub settled_span_ns: u64,
     /// Bytes (and write calls) written to the synced fds since their previous syncs.
     pub window_bytes: u64,
     pub window_writes: u64,
-    /// Median payload per call.
-    pub payload_p50: u64,
     /// The most frequent kind of call (`fsync`, `fdatasync`, ...).
     pub kind: &'static str,
     /// The most synced files: (path, calls), most first.
     pub files: Vec<(String, u64)>,
+    /// The files of the small settled calls, most first.
+    pub small_files: Vec<(String, u64)>,
+    /// The disk of the most synced files.
+    pub disk: Option<Dev>,
     /// Block size of the synced files' filesystem (0 when unknown).
     pub fs_block_size: u32,
     pub small: SyncPopulation,

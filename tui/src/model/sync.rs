@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{
-    Comm, SyncCall, SyncKind,
+    Comm, Dev, SyncCall, SyncKind,
     hist::Histogram,
     ledger::{Charge, SettledSync},
     snapshot::{Latency, Party, SyncFigures, SyncPopulation},
@@ -15,6 +15,8 @@ use super::{
 const MAX_FILES: usize = 8;
 /// Counterparties remembered per period; the rest are summed into one "other" entry.
 const MAX_PARTIES: usize = 8;
+/// Disks of synced files remembered per period.
+const MAX_DISKS: usize = 4;
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct SyncPeriod {
@@ -24,10 +26,15 @@ pub(super) struct SyncPeriod {
     window_bytes: u64,
     window_writes: u64,
     kinds: BTreeMap<SyncKind, u64>,
-    /// (path, calls), most synced first.
-    files: Vec<(String, u64)>,
-    /// Payload per call (bytes), for its distribution.
-    payload: Histogram,
+    /// The files synced, most synced first.
+    files: FileTally,
+    /// The files the small settled calls synced (the ones the amplification is about).
+    small_files: FileTally,
+    /// Calls per disk of the synced file (the most synced first, a few kept).
+    disks: Vec<(Dev, u64)>,
+    /// The calls settled in the period, judged together (calls are settled up to
+    /// `SETTLE_NS` after they end, so a burst is judged in one piece).
+    settled: Settled,
     small: SyncPopulation,
     large: SyncPopulation,
     /// Settled calls that made nothing durable (nothing written to the fd since its last
@@ -38,6 +45,77 @@ pub(super) struct SyncPeriod {
     fs_block_size: u32,
     charged_from: Parties,
     on_behalf_of: Parties,
+}
+
+/// Files by calls, bounded to the most synced [`MAX_FILES`].
+#[derive(Clone, Debug, Default)]
+struct FileTally {
+    /// (path, calls), most synced first.
+    top: Vec<(String, u64)>,
+}
+
+impl FileTally {
+    fn add(&mut self, path: &str, calls: u64) {
+        if let Some(entry) = self.top.iter_mut().find(|(p, _)| p == path) {
+            entry.1 += calls;
+        } else if self.top.len() < MAX_FILES {
+            self.top.push((path.to_string(), calls));
+        } else if let Some(last) = self.top.last_mut()
+            && last.1 < calls
+        {
+            // Replace the least synced when the newcomer has more calls.
+            *last = (path.to_string(), calls);
+        }
+        self.top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    }
+
+    fn merge(&mut self, other: &Self) {
+        for (path, n) in &other.top {
+            self.add(path, *n);
+        }
+    }
+}
+
+/// What the settled calls of a period cost, besides their populations.
+#[derive(Clone, Debug, Default)]
+struct Settled {
+    calls: u64,
+    /// Payload per call (bytes).
+    payload: Histogram,
+    /// Time spent in them, summed over threads.
+    time_ns: u64,
+    /// When the first began and the last ended: the stretch of time the process spent
+    /// syncing (a short-lived process syncs for a fraction of an interval).
+    first_start_ns: u64,
+    last_end_ns: u64,
+}
+
+impl Settled {
+    fn add(&mut self, call: &SyncCall) {
+        self.first_start_ns = if self.calls == 0 {
+            call.start_ns
+        } else {
+            self.first_start_ns.min(call.start_ns)
+        };
+        self.last_end_ns = self.last_end_ns.max(call.end_ns);
+        self.calls += 1;
+        self.payload.record(call.window_bytes);
+        self.time_ns = self.time_ns.saturating_add(call.latency_ns());
+    }
+
+    fn merge(&mut self, other: &Self) {
+        if other.calls == 0 {
+            return;
+        }
+        self.first_start_ns = if self.calls == 0 {
+            other.first_start_ns
+        } else {
+            self.first_start_ns.min(other.first_start_ns)
+        };
+        self.last_end_ns = self.last_end_ns.max(other.last_end_ns);
+        self.calls += other.calls;
+        self.time_ns = self.time_ns.saturating_add(other.time_ns);
+    }
 }
 
 /// Counterparties by bytes, bounded: past [`MAX_PARTIES`] the smallest is folded into
@@ -148,7 +226,6 @@ impl SyncPeriod {
             self.errors += 1;
         }
         self.latency.record(call.latency_ns());
-        self.payload.record(call.window_bytes);
         self.window_bytes += call.window_bytes;
         self.window_writes += call.window_writes;
         *self.kinds.entry(call.kind).or_default() += 1;
@@ -156,31 +233,46 @@ impl SyncPeriod {
             self.fs_block_size = call.fs_block_size;
         }
         if let Some(name) = call.file.name() {
-            self.add_file(&name, 1);
+            self.files.add(&name, 1);
+        }
+        if let Some(dev) = call.dev {
+            self.add_disk(dev, 1);
         }
     }
 
-    fn add_file(&mut self, path: &str, calls: u64) {
-        if let Some(entry) = self.files.iter_mut().find(|(p, _)| p == path) {
+    fn add_disk(&mut self, dev: Dev, calls: u64) {
+        if let Some(entry) = self.disks.iter_mut().find(|(d, _)| *d == dev) {
             entry.1 += calls;
-        } else if self.files.len() < MAX_FILES {
-            self.files.push((path.to_string(), calls));
-        } else if let Some(last) = self.files.last_mut()
-            && last.1 < calls
-        {
-            // Replace the least synced when the newcomer has more calls.
-            *last = (path.to_string(), calls);
+        } else if self.disks.len() < MAX_DISKS {
+            self.disks.push((dev, calls));
         }
-        self.files.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.disks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
     /// The call's cost, once settled.
     pub(super) fn add_settled(&mut self, sync: &SettledSync) {
+        self.settled.add(&sync.call);
+        if sync.call.fs_block_size != 0 {
+            self.fs_block_size = sync.call.fs_block_size;
+        }
+        if self.calls == 0 {
+            // A period with settled calls but none of its own (they ended just before it)
+            // still names what they synced.
+            if let Some(name) = sync.call.file.name() {
+                self.files.add(&name, 1);
+            }
+            if let Some(dev) = sync.call.dev {
+                self.add_disk(dev, 1);
+            }
+        }
         self.in_sync_write_bytes += sync.own_bytes;
         if sync.call.window_bytes == 0 {
             self.empty += 1;
         } else if is_small(&sync.call) {
             self.small.add(sync);
+            if let Some(name) = sync.call.file.name() {
+                self.small_files.add(&name, 1);
+            }
         } else {
             self.large.add(sync);
         }
@@ -198,16 +290,18 @@ impl SyncPeriod {
 
     pub(super) fn merge(&mut self, other: &Self) {
         self.calls += other.calls;
+        self.settled.merge(&other.settled);
         self.errors += other.errors;
         self.latency.merge(&other.latency);
-        self.payload.merge(&other.payload);
         self.window_bytes += other.window_bytes;
         self.window_writes += other.window_writes;
         for (&kind, &n) in &other.kinds {
             *self.kinds.entry(kind).or_default() += n;
         }
-        for (path, n) in &other.files {
-            self.add_file(path, *n);
+        self.files.merge(&other.files);
+        self.small_files.merge(&other.small_files);
+        for &(dev, n) in &other.disks {
+            self.add_disk(dev, n);
         }
         self.small.merge(&other.small);
         self.large.merge(&other.large);
@@ -226,16 +320,22 @@ impl SyncPeriod {
             errors: self.errors,
             latency: Latency::of(&self.latency),
             hist: self.latency.log2(),
-            time_ns: self.latency.sum(),
+            settled_time_ns: self.settled.time_ns,
+            settled_payload: self.settled.payload.clone(),
+            settled_span_ns: self
+                .settled
+                .last_end_ns
+                .saturating_sub(self.settled.first_start_ns),
             window_bytes: self.window_bytes,
             window_writes: self.window_writes,
-            payload_p50: self.payload.quantile(0.5),
             kind: self
                 .kinds
                 .iter()
                 .max_by_key(|&(kind, n)| (*n, std::cmp::Reverse(*kind)))
                 .map_or("sync", |(kind, _)| kind.name()),
-            files: self.files.clone(),
+            files: self.files.top.clone(),
+            small_files: self.small_files.top.clone(),
+            disk: self.disks.first().map(|(dev, _)| *dev),
             fs_block_size: self.fs_block_size,
             small: self.small,
             large: self.large,

@@ -16,7 +16,9 @@ use aya::{
 };
 use iotop_bpf_common::{
     block::{GLOBAL_RAW_OFFSETS, ORIGIN_INSERT, ORIGIN_START, RawOffsets},
-    dio::{DIO_STREAM_ALIGN, DioOffsets, GLOBAL_DIO_OFFSETS},
+    dio::{
+        DIO_STREAM_ALIGN, DioOffsets, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS, RawDioOffsets,
+    },
     dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
@@ -134,6 +136,7 @@ impl Probes {
         let mut offsets = Vec::new();
         let btf = btf::Btf::from_sys_fs();
         let raw = raw::plan(&env.tracefs, env.kernel, btf.as_ref());
+        let raw_dio = btf.as_ref().ok().and_then(|btf| raw::dio_offsets(btf).ok());
         let file_offsets = match &btf {
             Ok(btf) => raw::file_offsets(btf).unwrap_or_else(|e| {
                 report.degraded.push(format!(
@@ -194,7 +197,14 @@ impl Probes {
                 .map(|&(program, name)| (program, "syscalls", name)),
         );
 
+        let mut raw_plan: Vec<(&str, &str)> = Vec::new();
         let dio_offsets = match dio::plan(&env.tracefs)? {
+            // The raw tracepoint reads the call from the kiocb itself (and names the file);
+            // it needs the file offsets too.
+            Ok(offsets) if raw_dio.is_some() && file_offsets != FileOffsets::ZERO => {
+                raw_plan.push(("raw_dio_begin", "iomap_dio_rw_begin"));
+                offsets
+            }
             Ok(offsets) => {
                 plan.push(("dio_begin", "iomap", "iomap_dio_rw_begin"));
                 offsets
@@ -225,7 +235,6 @@ impl Probes {
         };
         let sched = sched::plan(&env.tracefs, env.kernel)?;
         report.degraded.extend(sched.degraded.iter().cloned());
-        let mut raw_plan: Vec<(&str, &str)> = Vec::new();
         if raw.is_ok() {
             raw_plan.extend([
                 ("raw_block_start", "block_io_start"),
@@ -255,6 +264,8 @@ impl Probes {
         loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
         loader.override_global(GLOBAL_FILE_OFFSETS, &file_offsets, true);
+        let raw_dio = raw_dio.unwrap_or(RawDioOffsets::ZERO);
+        loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &raw_dio, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
         loader.override_global(

@@ -1,6 +1,6 @@
 //! Whether the block and wakeup probes can run on raw tracepoints here, with which offsets.
 
-use iotop_bpf_common::{block::RawOffsets, sync::FileOffsets};
+use iotop_bpf_common::{block::RawOffsets, dio::RawDioOffsets, sync::FileOffsets};
 
 use super::{btf::Btf, tracefs::Tracefs};
 
@@ -58,6 +58,18 @@ pub fn file_offsets(btf: &Btf) -> Result<FileOffsets, super::btf::BtfError> {
     })
 }
 
+/// Where the raw direct-I/O probe finds the call in its `kiocb` and `iov_iter`.
+pub fn dio_offsets(btf: &Btf) -> Result<RawDioOffsets, super::btf::BtfError> {
+    Ok(RawDioOffsets {
+        iocb_filp: btf.member_offset("kiocb", "ki_filp")?,
+        iocb_pos: btf.member_offset("kiocb", "ki_pos")?,
+        iocb_flags: btf.member_offset("kiocb", "ki_flags")?,
+        iter_count: btf.member_offset("iov_iter", "count")?,
+        inode_size: btf.member_offset("inode", "i_size")?,
+        _pad: 0,
+    })
+}
+
 fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
     let bit = |name: &str| {
         btf.enum_value(name)
@@ -100,6 +112,8 @@ mod tests {
             return;
         };
         let files = file_offsets(&btf).unwrap();
+        let dio = dio_offsets(&btf).unwrap();
+        assert!(dio.iter_count > 0 && dio.iocb_pos > 0, "{dio:?}");
         assert!(files.task_files > 0 && files.inode_sb > 0 && files.sb_dev > 0);
         let o = offsets(&btf).unwrap();
         assert_eq!(o.op_mask, 0xff, "REQ_OP_BITS is 8");

@@ -1,6 +1,10 @@
 //! Disk-level patterns: `queue_dominated` (requests wait longer to be issued than the device
 //! takes to serve them, btt's Q2D vs D2C) and `flush_heavy` (cache flushes at a rate that
-//! drains the device's write cache over and over).
+//! drains the device's write cache over and over, and take a good share of its time).
+//!
+//! A flush is judged by what it costs the device, as the kernel measured it: on a device
+//! without a volatile cache (or backed by RAM) a flush is nearly free and many of them are no
+//! pathology.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
 use crate::model::{DiskRow, quantity};
@@ -13,8 +17,10 @@ pub const QUEUE_MIN_RATIO: u64 = 4;
 pub const QUEUE_MIN_P50_NS: u64 = 1_000_000;
 
 pub const FLUSH_MIN_PER_S: f64 = 20.0;
-/// Flushes per write request.
-pub const FLUSH_MIN_SHARE: f64 = 0.25;
+/// Bytes written per flush below this many memory pages: the cache is drained for little.
+pub const FLUSH_MAX_PAGES_PER_FLUSH: u64 = 16;
+/// Share of the interval the flushes took (summed over flushes in flight).
+pub const FLUSH_MIN_TIME_SHARE: f64 = 0.1;
 
 pub fn detect(scene: &Scene) -> Vec<Finding> {
     scene
@@ -82,7 +88,13 @@ fn flush_heavy(scene: &Scene, disk: &DiskRow) -> Option<Finding> {
     let f = &disk.interval;
     let rate = scene.rate(f.flushes);
     let share = f.flushes as f64 / f.writes.max(1) as f64;
-    if rate < FLUSH_MIN_PER_S || share < FLUSH_MIN_SHARE {
+    let bytes_per_flush = f.write_bytes / f.flushes.max(1);
+    let time_share = f.flush_time_ns as f64 / scene.interval_ns.max(1) as f64;
+    if rate < FLUSH_MIN_PER_S
+        || scene.page_size == 0
+        || bytes_per_flush >= u64::from(scene.page_size) * FLUSH_MAX_PAGES_PER_FLUSH
+        || time_share < FLUSH_MIN_TIME_SHARE
+    {
         return None;
     }
     let mut found = finding(
@@ -90,9 +102,11 @@ fn flush_heavy(scene: &Scene, disk: &DiskRow) -> Option<Finding> {
         disk,
         FindingKind::FlushHeavy,
         format!(
-            "{}: {rate:.0} cache flushes/s, one per {:.1} writes",
+            "{}: {rate:.0} cache flushes/s, one per {} written ({:.1} writes), taking {:.0}% of the time",
             disk.name,
-            1.0 / share.max(1e-9)
+            quantity::bytes(bytes_per_flush),
+            1.0 / share.max(1e-9),
+            (time_share * 100.0).min(100.0)
         ),
     );
     found.evidence = vec![
@@ -107,6 +121,11 @@ fn flush_heavy(scene: &Scene, disk: &DiskRow) -> Option<Finding> {
         (
             "flushes_per_write",
             Evidence::Ratio((share * 100.0).round() / 100.0),
+        ),
+        ("bytes_per_flush", Evidence::Count(bytes_per_flush)),
+        (
+            "flush_time_share",
+            Evidence::Ratio((time_share * 1000.0).round() / 1000.0),
         ),
     ];
     found.why =

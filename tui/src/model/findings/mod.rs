@@ -151,6 +151,8 @@ pub struct Scene<'a> {
     pub procs: &'a [ProcRow],
     pub disks: &'a [DiskRow],
     pub dstate: &'a [DStateTask],
+    /// The memory page size (0 when unknown).
+    pub page_size: u32,
 }
 
 impl Scene<'_> {
@@ -187,6 +189,14 @@ pub fn detect(scene: &Scene) -> Vec<Finding> {
         .iter()
         .flat_map(|check| scene.procs.iter().filter_map(|p| check(scene, p)))
         .collect();
+    // Tiny writes each synced are a storm too; the amplification says more (and the same
+    // fix), so a process named for it is not named twice.
+    let amplified: Vec<Option<u32>> = found
+        .iter()
+        .filter(|f| f.kind == FindingKind::WriteAmplification)
+        .map(|f| f.tgid)
+        .collect();
+    found.retain(|f| f.kind != FindingKind::SyncStorm || !amplified.contains(&f.tgid));
     found.extend(disk_patterns::detect(scene));
     found.extend(latency_shape::detect(scene));
     found.extend(long_d_state::detect(scene));

@@ -1,19 +1,35 @@
-//! `sync_storm`: a process spends most of its time waiting in sync calls that each make
-//! little durable (SQLite in autocommit mode: a journal and a database fsync per row).
+//! `sync_storm`: a process syncs over and over, each call making little durable (SQLite in
+//! autocommit mode: journal, directory and database syncs for every row; a package manager
+//! syncing every file it unpacks). Batching would cut the number of commits the device does.
 //!
-//! A batched writer whose syncs carry plenty of payload (a transaction of a thousand rows per
-//! commit, a copy that syncs once per file) may also wait in its syncs a lot; that is the
-//! price of durability paid efficiently, not a storm: the median payload per call decides.
+//! Judged on the distribution of calls: the typical payload is the mean of the calls that
+//! made at least one unit durable (a unit: the larger of the filesystem block and the memory
+//! page), leaving out the largest tenth so a few big syncs cannot hide many small ones; the
+//! tiny companion calls (a journal header, a directory) do not drag it down. A batched writer
+//! (a thousand rows per transaction: ~13 KiB journal and ~53 KiB database syncs) is typical
+//! at ~8 units and is not a storm; autocommit is typical at ~2.
+//!
+//! The calls must also write: a sync that finds its data already on the device (aligned
+//! O_DIRECT writes, then fdatasync) only flushes the device's cache, which `flush_heavy`
+//! judges. Settled calls must average at least one filesystem block of device writes.
+//!
+//! Severity: critical when the process spends at least half of its syncing stretch (first
+//! call's start to last call's end in the interval) waiting in them.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
 use crate::model::{ProcRow, quantity};
 
+/// Sync calls in the interval, and per second of it.
+pub const MIN_SYNCS: u64 = 10;
 pub const MIN_SYNCS_PER_S: f64 = 10.0;
-/// Share of the interval spent inside sync calls (summed over its threads).
-pub const MIN_SYNC_TIME_SHARE: f64 = 0.5;
-pub const CRITICAL_SYNC_TIME_SHARE: f64 = 0.9;
-/// The median call makes at most this many filesystem blocks durable.
-pub const MAX_MEDIAN_PAYLOAD_BLOCKS: u64 = 16;
+/// The typical call makes fewer units than this durable.
+pub const MAX_TYPICAL_UNITS: u64 = 4;
+/// The largest share of calls left out of the typical payload.
+pub const TRIM: f64 = 0.1;
+/// Share of the syncing stretch spent inside sync calls for it to be critical.
+pub const CRITICAL_SYNC_TIME_SHARE: f64 = 0.5;
+/// The syncing stretch is counted as at least this long (a burst of a few calls).
+pub const MIN_SPAN_NS: u64 = 100_000_000;
 
 #[expect(
     clippy::cast_precision_loss,
@@ -21,17 +37,32 @@ pub const MAX_MEDIAN_PAYLOAD_BLOCKS: u64 = 16;
 )]
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let s = &proc.interval.sync;
-    let rate = scene.rate(s.syncs);
-    let share = s.time_ns as f64 / scene.interval_ns.max(1) as f64;
-    if rate < MIN_SYNCS_PER_S || share < MIN_SYNC_TIME_SHARE {
+    // Judged on the calls settled in the interval: payload, time and cost of the same calls.
+    let settled = s.small.calls + s.large.calls + s.empty;
+    let rate = scene.rate(settled);
+    if settled < MIN_SYNCS || rate < MIN_SYNCS_PER_S {
         return None;
     }
-    // The block size of what it syncs; calls without a known filesystem are not judged.
-    let block = Some(s.fs_block_size).filter(|&b| b > 0)?;
-    let max_payload = u64::from(block) * MAX_MEDIAN_PAYLOAD_BLOCKS;
-    if s.payload_p50 > max_payload {
+    // Calls on a filesystem of unknown block size are not judged.
+    let unit = u64::from(s.fs_block_size.max(scene.page_size));
+    if s.fs_block_size == 0 || unit == 0 {
         return None;
     }
+    let typical = s
+        .settled_payload
+        .trimmed_mean_from(unit, 1.0 - TRIM)
+        .or_else(|| s.settled_payload.trimmed_mean_from(0, 1.0 - TRIM))?;
+    if typical >= unit * MAX_TYPICAL_UNITS {
+        return None;
+    }
+    let settled = s.small.calls + s.large.calls + s.empty;
+    let device =
+        s.small.own_bytes + s.small.charged_bytes + s.large.own_bytes + s.large.charged_bytes;
+    if settled == 0 || device / settled < u64::from(s.fs_block_size) {
+        return None;
+    }
+    let span_ns = s.settled_span_ns.max(MIN_SPAN_NS);
+    let share = (s.settled_time_ns as f64 / span_ns as f64).min(1.0);
     let mut finding = Finding::new(
         scene,
         FindingKind::SyncStorm,
@@ -42,7 +73,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         },
     )
     .of_process(proc);
-    finding.dev = Scene::main_disk(proc);
+    finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
     finding.files = s.files.iter().map(|(path, _)| path.clone()).collect();
     let files = match s.files.as_slice() {
         [] => String::new(),
@@ -57,21 +88,34 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         ),
     };
     finding.summary = format!(
-        "{} (pid {}): {rate:.0} {}s/s{files}, {:.0}% of its time waiting in them, {} made durable per call (p50), p99 {}",
+        "{} (pid {}): {} {}s in {}{files}, each making ~{} durable; {:.0}% of that time waiting in them (p99 {})",
         proc.comm,
         proc.tgid,
+        settled,
         s.kind,
+        quantity::latency(s.settled_span_ns.max(1)),
+        quantity::bytes(typical),
         share * 100.0,
-        quantity::bytes(s.payload_p50),
         quantity::latency(s.latency.p99_ns)
     );
     finding.evidence = vec![
         ("syncs_per_s", Evidence::Ratio(round1(rate))),
+        ("syncs", Evidence::Count(settled)),
+        ("syncing_ms", Evidence::Count(s.settled_span_ns / 1_000_000)),
         (
             "sync_time_share",
             Evidence::Ratio((share * 1000.0).round() / 1000.0),
         ),
-        ("payload_bytes_p50", Evidence::Count(s.payload_p50)),
+        ("typical_payload_bytes", Evidence::Count(typical)),
+        (
+            "payload_bytes_p50",
+            Evidence::Count(s.settled_payload.quantile(0.5)),
+        ),
+        ("unit_bytes", Evidence::Count(unit)),
+        (
+            "sync_time_ms",
+            Evidence::Count(s.settled_time_ns / 1_000_000),
+        ),
         ("sync_p50_us", Evidence::Count(s.latency.p50_ns / 1000)),
         ("sync_p99_us", Evidence::Count(s.latency.p99_ns / 1000)),
         ("sync_kind", Evidence::Text(s.kind.to_string())),

@@ -131,6 +131,7 @@ impl Stream {
             now_ns: 1_000 * MS,
             logical_writes: self.logical,
             names: vec![(DISK, "loop0".into())],
+            page_size: 4096,
             ..KernelSample::default()
         });
         snap.findings
@@ -321,27 +322,43 @@ fn occasional_small_syncs_are_not_a_pattern() {
 
 #[test]
 fn autocommit_inserts_are_a_sync_storm_named_with_their_files() {
-    // SQLite in autocommit mode: per row, the rollback journal and the database are each
-    // written (a page or so) and fsynced; the process waits in fsync most of the time.
+    // SQLite in autocommit mode, as it does it per row: the rollback journal (a page or two
+    // and its header), the directory, and the database page, each fdatasynced.
     let mut s = Stream::new();
     for i in 0..60u64 {
         let t = i * 16 * MS;
+        let journal = "/data/app.db-journal";
+        // Each sync writes its pages itself; the journal commits for the first one.
+        s.write_request(42, "sqlite3", t + MS, 8192, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 2 * MS, 8192, false, true);
+        s.sync_file(42, SyncKind::Fdatasync, t, t + 5 * MS, 8720, 3, journal);
         s.sync_file(
             42,
-            SyncKind::Fsync,
-            t,
-            t + 7 * MS,
-            4608,
-            2,
-            "/data/app.db-journal",
+            SyncKind::Fdatasync,
+            t + 5 * MS,
+            t + 6 * MS,
+            0,
+            0,
+            "/data",
         );
+        s.write_request(42, "sqlite3", t + 7 * MS, 4096, true, false);
         s.sync_file(
             42,
-            SyncKind::Fsync,
+            SyncKind::Fdatasync,
+            t + 6 * MS,
+            t + 8 * MS,
+            12,
+            1,
+            journal,
+        );
+        s.write_request(42, "sqlite3", t + 9 * MS, 8192, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
             t + 8 * MS,
             t + 15 * MS,
-            4096,
-            1,
+            8192,
+            2,
             "/data/app.db",
         );
     }
@@ -358,31 +375,102 @@ fn autocommit_inserts_are_a_sync_storm_named_with_their_files() {
         "{}",
         storm[0].summary
     );
+    assert_eq!(
+        storm[0].severity,
+        Severity::Critical,
+        "waiting ~90% of the time"
+    );
 }
 
 #[test]
-fn a_batched_writer_waiting_in_big_syncs_is_not_a_storm() {
-    // The same inserts, 1000 rows per transaction: each fsync makes ~120 KiB durable. The
-    // process still waits in fsync a lot, but every sync carries plenty of payload.
+fn a_burst_is_judged_when_it_settles_after_the_process_exited() {
+    // sqlite3 ran for 100 ms at the end of one interval and exited; its calls settle in the
+    // next interval, which judges them (and still names the file).
+    let mut s = Stream::new();
+    for i in 0..100u64 {
+        let t = 900 * MS + i * MS;
+        s.write_request(42, "sqlite3", t + 100 * US, 8192, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t,
+            t + 800 * US,
+            8192,
+            2,
+            "/data/app.db",
+        );
+    }
+    s.model.apply(&Input::Exit(crate::model::ProcessExit {
+        tgid: 42,
+        ts_ns: 1_000 * MS,
+    }));
+    let first = s.model.tick(&KernelSample {
+        now_ns: 1_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    assert!(
+        of_kind(&first.findings, FindingKind::SyncStorm).is_empty(),
+        "not settled yet"
+    );
+    let second = s.model.tick(&KernelSample {
+        now_ns: 2_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    let storm = of_kind(&second.findings, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{:?}", second.findings);
+    assert_eq!(storm[0].file(), Some("/data/app.db"));
+    assert!(
+        second.procs.iter().any(|p| p.tgid == 42),
+        "kept until its calls settled"
+    );
+    let third = s.model.tick(&KernelSample {
+        now_ns: 3_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    assert!(third.procs.iter().all(|p| p.tgid != 42), "then forgotten");
+}
+
+#[test]
+fn a_batched_writer_is_not_a_storm() {
+    // The same inserts, 1000 rows per transaction, as SQLite does it: ~13 KiB of journal,
+    // the directory, the journal header, ~53 KiB of database per commit. The process still
+    // waits in its syncs most of the time, but each commit carries plenty of payload.
     let mut s = Stream::new();
     for i in 0..30u64 {
         let t = i * 33 * MS;
+        let journal = "/data/app.db-journal";
+        s.write_request(42, "sqlite3", t + MS, 12_288, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 2 * MS, 8192, false, true);
+        s.sync_file(42, SyncKind::Fdatasync, t, t + 9 * MS, 12_824, 4, journal);
         s.sync_file(
             42,
-            SyncKind::Fsync,
-            t,
-            t + 15 * MS,
-            122_880,
-            30,
-            "/data/app.db-journal",
+            SyncKind::Fdatasync,
+            t + 9 * MS,
+            t + 10 * MS,
+            0,
+            0,
+            "/data",
         );
         s.sync_file(
             42,
-            SyncKind::Fsync,
-            t + 16 * MS,
+            SyncKind::Fdatasync,
+            t + 10 * MS,
+            t + 12 * MS,
+            12,
+            1,
+            journal,
+        );
+        s.write_request(42, "sqlite3", t + 13 * MS, 53_248, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 12 * MS,
             t + 31 * MS,
-            118_784,
-            29,
+            53_248,
+            13,
             "/data/app.db",
         );
     }
@@ -390,6 +478,29 @@ fn a_batched_writer_waiting_in_big_syncs_is_not_a_storm() {
     assert!(
         found.iter().all(|f| f.severity == Severity::Info),
         "a batched writer raised {found:?}"
+    );
+}
+
+#[test]
+fn a_flush_after_each_aligned_direct_write_is_not_a_storm() {
+    // The data is on the device already: each fdatasync only flushes the cache (flush_heavy
+    // judges that), it writes nothing itself.
+    let mut s = Stream::new();
+    for i in 0..500 {
+        s.write_request(42, "db", i * MS, 4096, false, false);
+        s.sync(
+            42,
+            SyncKind::Fdatasync,
+            i * MS + 60 * US,
+            i * MS + 900 * US,
+            4096,
+            1,
+        );
+    }
+    let found = s.findings();
+    assert!(
+        of_kind(&found, FindingKind::SyncStorm).is_empty(),
+        "{found:?}"
     );
 }
 
@@ -467,6 +578,7 @@ impl Requests {
             physical_block_size: physical,
             fs_start_sector: 0,
             file: Some("/data/f".into()),
+            name: String::new(),
         }));
     }
 
@@ -538,6 +650,7 @@ impl Requests {
                 now_ns: (k + 1) * 1_000 * MS,
                 disks,
                 names: vec![(DISK, "loop0".into())],
+                page_size: 4096,
                 geometry: vec![DiskGeometry {
                     dev: DISK,
                     logical_block_size: 512,
@@ -680,23 +793,37 @@ fn queue_time_far_above_device_time_is_queue_dominated() {
 
 #[test]
 fn a_flush_every_other_write_is_flush_heavy() {
-    let mut r = Requests::new();
-    for i in 0..200u64 {
-        r.request(
-            11,
-            "sqlite",
-            Op::Write,
-            i * 8,
-            4096,
-            i * 4 * MS,
-            0,
-            100 * US,
-        );
-        if i % 2 == 0 {
-            r.request(12, "jbd2/loop0-8", Op::Flush, 0, 0, i * 4 * MS, 0, 500 * US);
+    // Each flush takes 2 ms on this device (a volatile cache to drain): 200 ms per second.
+    let flushes = |flush_ns| {
+        let mut r = Requests::new();
+        for i in 0..200u64 {
+            r.request(
+                11,
+                "sqlite",
+                Op::Write,
+                i * 8,
+                4096,
+                i * 4 * MS,
+                0,
+                100 * US,
+            );
+            if i % 2 == 0 {
+                r.request(12, "jbd2/loop0-8", Op::Flush, 0, 0, i * 4 * MS, 0, flush_ns);
+            }
         }
-    }
-    assert!(r.kinds().contains(&(FindingKind::FlushHeavy, None)));
+        r
+    };
+    assert!(
+        flushes(2 * MS)
+            .kinds()
+            .contains(&(FindingKind::FlushHeavy, None))
+    );
+    assert!(
+        !flushes(20 * US)
+            .kinds()
+            .contains(&(FindingKind::FlushHeavy, None)),
+        "flushes a RAM-backed device serves in microseconds cost nothing"
+    );
 }
 
 #[test]

@@ -59,11 +59,13 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         },
     )
     .of_process(proc);
-    finding.dev = Scene::main_disk(proc);
-    finding.files = s.files.iter().map(|(path, _)| path.clone()).collect();
-    let file = finding
-        .file()
-        .map_or_else(String::new, |f| format!("; file {f}"));
+    finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
+    finding.files = s.small_files.iter().map(|(path, _)| path.clone()).collect();
+    let file = match finding.files.as_slice() {
+        [] => String::new(),
+        [one] => format!("; file {one}"),
+        [first, ..] => format!("; files {first} and others"),
+    };
     let typical = if small.min_payload == small.max_payload {
         quantity::bytes(small.max_payload)
     } else {

@@ -1,0 +1,87 @@
+//! What the kernel knows of an open file: its inode number, its filesystem's device and
+//! block size, and its name, read through kernel objects at offsets user space found in BTF
+//! (`FileOffsets`). The sync and direct-I/O probes use it so that a file is named even when
+//! its process exits before user space could look at its fds.
+
+use aya_ebpf::{
+    Global,
+    helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+};
+use iotop_bpf_common::sync::{FILE_NAME_LEN, FileOffsets};
+
+#[unsafe(no_mangle)]
+static FILE_OFFSETS: Global<FileOffsets> = Global::new(FileOffsets::ZERO);
+
+/// Reads a `T` at `base + offset` in kernel memory (never from address 0).
+#[inline(always)]
+pub fn read<T>(base: u64, offset: u32) -> Result<T, ()> {
+    if base == 0 {
+        return Err(());
+    }
+    // SAFETY: bpf_probe_read_kernel validates the address.
+    unsafe { bpf_probe_read_kernel((base + u64::from(offset)) as *const T) }.map_err(|_| ())
+}
+
+pub struct FileIdentity {
+    pub ino: u64,
+    pub fs_dev: u32,
+    pub blkbits: u8,
+    /// `inode->i_size` when asked for (0 otherwise).
+    pub size: i64,
+    pub name: [u8; FILE_NAME_LEN],
+}
+
+impl FileIdentity {
+    pub const UNKNOWN: Self = Self {
+        ino: 0,
+        fs_dev: 0,
+        blkbits: 0,
+        size: 0,
+        name: [0; FILE_NAME_LEN],
+    };
+}
+
+/// The identity of the `struct file` at `file`; with `size_offset`, the inode's size too.
+#[inline(always)]
+pub fn of_file(file: u64, size_offset: Option<u32>) -> Result<FileIdentity, ()> {
+    let o = FILE_OFFSETS.load();
+    if o.file_inode == 0 {
+        return Err(());
+    }
+    let inode: u64 = read(file, o.file_inode)?;
+    let sb: u64 = read(inode, o.inode_sb)?;
+    let mut id = FileIdentity {
+        ino: read(inode, o.inode_ino)?,
+        fs_dev: read(sb, o.sb_dev)?,
+        blkbits: read(sb, o.sb_blocksize_bits)?,
+        size: match size_offset {
+            Some(offset) => read(inode, offset)?,
+            None => 0,
+        },
+        name: [0; FILE_NAME_LEN],
+    };
+    if let Ok(name) = read::<u64>(file, o.file_dentry).and_then(|d| read::<u64>(d, o.dentry_name)) {
+        // SAFETY: the helper validates the kernel address and bounds the copy.
+        let _ = unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut id.name) };
+    }
+    Ok(id)
+}
+
+/// The current task's file `fd`.
+#[inline(always)]
+pub fn of_fd(fd: i32) -> Result<FileIdentity, ()> {
+    let o = FILE_OFFSETS.load();
+    if o.task_files == 0 || fd < 0 {
+        return Err(());
+    }
+    // SAFETY: a helper without preconditions; the pointer is only dereferenced through
+    // bpf_probe_read_kernel.
+    let task = unsafe { bpf_get_current_task() };
+    let fdt: u64 = read(read(task, o.task_files)?, o.files_fdt)?;
+    let max_fds: u32 = read(fdt, o.fdt_max_fds)?;
+    if fd as u32 >= max_fds {
+        return Err(());
+    }
+    let array: u64 = read(fdt, o.fdt_fd)?;
+    of_file(read(array, (fd as u32) * 8)?, None)
+}

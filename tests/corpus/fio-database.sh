@@ -1,0 +1,2 @@
+#!/bin/sh
+exec fio "$CORPUS/fio-database.fio" >/dev/null
