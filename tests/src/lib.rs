@@ -363,3 +363,25 @@ pub fn process_on_device(intervals: &[Value], pid: u32, dev: &str) -> DeviceTota
     }
     out
 }
+
+/// `2026-11-23T04:23:45.233Z` (the reports' `ts`) as a `SystemTime`.
+#[must_use]
+pub fn parse_rfc3339(ts: &str) -> std::time::SystemTime {
+    let num = |range: std::ops::Range<usize>| -> i64 {
+        ts.get(range)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not an RFC 3339 time: {ts}"))
+    };
+    let (y, m, d) = (num(0..4), num(5..7), num(8..10));
+    // Days from civil (Howard Hinnant).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + num(11..13) * 3600 + num(14..16) * 60 + num(17..19);
+    let ms = num(20..23);
+    std::time::UNIX_EPOCH
+        + Duration::from_millis(u64::try_from(secs * 1000 + ms).expect("after 1970"))
+}

@@ -150,3 +150,56 @@ fn attributed_exactly(env: &[(&str, &str)]) {
         "the disk saw at least the workload's requests"
     );
 }
+
+/// `--json -n 1` on a busy disk: the one interval has %util, measured from the baseline taken
+/// when the probes were attached.
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn one_interval_reports_the_utilisation_of_a_busy_disk() {
+    if !require_root("one_interval_reports_the_utilisation_of_a_busy_disk") {
+        return;
+    }
+    let fs = LoopFs::new("ext4", 512);
+    let mut fio = std::process::Command::new("fio")
+        .args([
+            "--name=busy",
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--size=64m",
+            "--runtime=4",
+            "--time_based",
+        ])
+        .arg(format!("--directory={}", fs.mountpoint.display()))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start fio");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let out = std::process::Command::new(binary())
+        .args(["--json", "-n", "1", "-d", "1"])
+        .output()
+        .expect("run iotop-bpf");
+    // fio's job runs in a child process: let it finish, so the filesystem can be unmounted.
+    let _ = fio.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(lines.len(), 1, "-n 1 prints one report");
+    let report: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let disk = report["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["dev"] == fs.dev.as_str())
+        .unwrap_or_else(|| panic!("no {} in {report}", fs.dev));
+    let util = disk["util_pct"].as_f64().unwrap();
+    assert!(
+        util > 5.0,
+        "util_pct {util} of a disk fio keeps busy: {disk}"
+    );
+    assert!(num(disk, "reads") > 100, "{disk}");
+}

@@ -107,3 +107,50 @@ fn healthy_io_raises_no_finding() {
         "healthy I/O (pid {pid}) raised {found:#?}"
     );
 }
+
+/// The pad is the filesystem's: a 1 MiB append from offset 1536 leaves 512 bytes of a 1 KiB
+/// block to zero (2560 if blocks were assumed to be 4 KiB), and a 4 KiB-aligned 1 MiB append
+/// from 4096 leaves 61440 bytes of a 64 KiB block (none, if blocks were assumed 4 KiB).
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn the_pad_comes_from_the_filesystem_block_size() {
+    if !require_root("the_pad_comes_from_the_filesystem_block_size") {
+        return;
+    }
+    for (block, offset, size, pad) in [
+        (1024u32, "1536", "1048576", 512u64),
+        (65536, "4096", "1048576", 61440),
+    ] {
+        let fs = LoopFs::with_block("xfs", 1024, block);
+        let run = JsonRun::start(&[]);
+        let (pid, _) = workload(&[
+            "dio-tail",
+            "--dir",
+            fs.path("dio").to_str().unwrap(),
+            "--offset",
+            offset,
+            "--size",
+            size,
+            "--count",
+            "20",
+        ]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let intervals = run.stop();
+        let found = findings_of(&intervals, "sub_block_tail_write", pid);
+        assert!(
+            !found.is_empty(),
+            "{block}-byte blocks: no finding for pid {pid}"
+        );
+        let f = found[0];
+        assert_eq!(f["evidence"]["fs_block_size"], u64::from(block), "{f}");
+        assert_eq!(f["evidence"]["pad_bytes"], pad, "{block}-byte blocks: {f}");
+        assert!(
+            f["evidence"]["pad_requests"].as_u64().unwrap() >= 3,
+            "the exact pad was seen on the disk: {f}"
+        );
+        assert!(
+            f["file"].as_str().unwrap().contains("dio-tail-"),
+            "the file is named: {f}"
+        );
+    }
+}

@@ -15,16 +15,29 @@ fn a_recording_replays_without_root_into_the_same_reports() {
     let recording = dir.join("incident.ndjson");
     let fs = LoopFs::new("ext4", 256);
     let run = JsonRun::start(&["--record", recording.to_str().unwrap()]);
-    workload(&[
-        "small-sync",
-        "--dir",
-        fs.path("rec").to_str().unwrap(),
-        "--count",
-        "300",
-    ]);
     workload(&["dstate", "--seconds", "1"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Cut the live run with SIGINT while a writer is mid-stream: its last sync calls and
+    // journal charges are still pending, and the final report settles them.
+    let mut writer = Command::new(iotop_bpf_integration::binary())
+        .args(["workload", "small-sync", "--dir"])
+        .arg(fs.path("rec"))
+        .args(["--count", "100000", "--interval-ms", "1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_300));
     let live = run.stop();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let last = live.last().unwrap();
+    assert!(
+        last["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["charged_write_bytes"].as_u64().unwrap_or(0) > 0),
+        "the SIGINT-cut interval settled the pending journal charges: {last}"
+    );
     let mut perms = std::fs::metadata(&recording).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
     std::fs::set_permissions(&recording, perms).unwrap();

@@ -253,3 +253,56 @@ fn sync_latency_matches_what_the_workload_measured() {
         );
     }
 }
+
+/// lab001 as the workshop ships it (a 2 MiB record every 200th among 128-byte ones), run by
+/// Python, not by iotop-bpf: named `write_amplification` within 5 s of starting, with both
+/// populations of fsyncs in the evidence.
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn lab001_as_shipped_is_named_within_five_seconds_with_both_populations() {
+    if !require_root("lab001_as_shipped_is_named_within_five_seconds_with_both_populations") {
+        return;
+    }
+    let fs = LoopFs::new("ext4", 512);
+    let run = JsonRun::start(&[]);
+    let started = std::time::SystemTime::now();
+    let status = std::process::Command::new("python3")
+        .arg(iotop_bpf_integration::eval::corpus_dir().join("lab001.py"))
+        .arg("6")
+        .env("D", &fs.mountpoint)
+        .status()
+        .expect("run python3 lab001.py");
+    assert!(status.success());
+    let intervals = run.stop();
+    let first = intervals
+        .iter()
+        .find_map(|i| {
+            i["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| {
+                    f["kind"] == "write_amplification" && f["comm"].as_str() == Some("python3")
+                })
+                .map(|f| (i["ts"].as_str().unwrap().to_string(), f.clone()))
+        })
+        .expect("lab001 named write_amplification");
+    let (ts, f) = first;
+    let named_at = iotop_bpf_integration::parse_rfc3339(&ts);
+    let after = named_at
+        .duration_since(started)
+        .unwrap_or_default()
+        .as_secs_f64();
+    assert!(after <= 5.0, "named {after:.1} s after it started: {f}");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(summary.contains("made 128 B durable"), "{summary}");
+    assert!(
+        summary.contains("made 2 MiB durable"),
+        "both populations: {summary}"
+    );
+    assert!(evidence(&f, "large_syncs") >= 1.0 && evidence(&f, "small_syncs") >= 100.0);
+    assert!(
+        summary.contains("lab001.data"),
+        "the file is named: {summary}"
+    );
+}

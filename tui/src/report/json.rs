@@ -1,5 +1,6 @@
 //! One JSON object per interval: the stable scripting interface (ARCHITECTURE.md describes
-//! the contract; `tests/data/golden/interval.json` pins it).
+//! the contract; the golden snapshot in `snapshots/` pins it). `pid` is always the process
+//! (thread group), `tid` a thread.
 //! Field names here are public: add fields, never rename or remove them.
 
 use iotop_bpf_common::hist::slot_upper_us;
@@ -518,4 +519,43 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
 pub fn to_line(snap: &Snapshot, ts: String, pids: &[u32]) -> String {
     serde_json::to_string(&interval(snap, ts, pids))
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::demo_snapshot;
+
+    /// The contract, pinned: a field renamed or removed fails here (the snapshot is the golden
+    /// file, `snapshots/iotop_bpf__report__json__tests__interval.snap`).
+    #[test]
+    fn the_json_contract_is_pinned() {
+        let snap = demo_snapshot();
+        let value =
+            serde_json::to_value(interval(&snap, "2026-11-22T00:00:01.250Z".into(), &[])).unwrap();
+        insta::assert_snapshot!("interval", serde_json::to_string_pretty(&value).unwrap());
+    }
+
+    #[test]
+    fn pid_is_the_process_and_tid_the_thread() {
+        let snap = demo_snapshot();
+        let value = serde_json::to_value(interval(&snap, String::new(), &[])).unwrap();
+        let make = value["dstate"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["comm"] == "make")
+            .unwrap();
+        assert_eq!(
+            (make["pid"].as_u64(), make["tid"].as_u64()),
+            (Some(4711), Some(4711))
+        );
+        assert!(
+            value["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["tid"].is_null())
+        );
+    }
 }
