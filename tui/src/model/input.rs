@@ -75,6 +75,11 @@ impl Comm {
         Self(raw)
     }
 
+    /// The 16 bytes as the kernel gave them.
+    pub fn raw(&self) -> &[u8; 16] {
+        &self.0
+    }
+
     pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
         let end = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
         String::from_utf8_lossy(&self.0[..end])
