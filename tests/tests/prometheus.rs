@@ -390,6 +390,44 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
         .unwrap_or(0.0);
     assert!(fio_bytes > 0.0, "fio has a workload series with its bytes");
 
+    // Every query of the shipped Grafana dashboard is valid PromQL over these metrics, and
+    // the disk and workload panels have data.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/grafana/iotop-bpf.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut queries = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", &format!("{window}s"))
+                .replace("$instance", ".*")
+                .replace("$device", device);
+            let result = prom.query(&expr, t1);
+            queries += 1;
+            let title = panel["title"].as_str().unwrap();
+            let must_have_data = [
+                "Latency heat map",
+                "Queue vs device",
+                "Requests",
+                "Throughput",
+                "Top workloads",
+            ]
+            .iter()
+            .any(|t| title.starts_with(t));
+            assert!(
+                !must_have_data || !result.is_empty(),
+                "{title}: {expr} returned nothing"
+            );
+        }
+    }
+    assert!(queries >= 15, "{queries} dashboard queries");
+
     // Prometheus scraped every time without an error, and parsed OpenMetrics: the unit
     // metadata exists only in that format.
     let targets = prom.api("/api/v1/targets");

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod decode;
 pub mod export;
 pub mod feed;
+pub mod generate;
 pub mod headless;
 pub mod model;
 pub mod pipeline;

@@ -5,13 +5,27 @@ use clap::Parser as _;
 use iotop_bpf::{
     app,
     cli::{Cli, Command, Serve},
-    export, headless,
+    export, generate, headless,
     pipeline::Pipeline,
     probe::{Probes, privilege},
     serve, workload,
 };
 
 fn main() -> ExitCode {
+    if let Some(dir) = std::env::var_os(generate::ENV) {
+        return match generate::generate(dir.as_ref()) {
+            Ok(written) => {
+                for path in written {
+                    println!("{}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("iotop-bpf: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
