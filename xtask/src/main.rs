@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: set up, build, run, test, install and benchmark iotop-bpf.
 
 mod bench;
+mod dist;
 mod setup;
 mod util;
 
@@ -44,6 +45,8 @@ enum Task {
     Install,
     /// Compare fio IOPS without a tracer, with iotop-bpf, and with bpftrace (needs root).
     Bench(bench::Args),
+    /// Build, then a Debian package in target/dist/ (binary, man pages, completions, unit).
+    Dist(dist::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,16 @@ fn task(task: Task) -> Result<()> {
         Task::Test => test(),
         Task::Install => install(),
         Task::Bench(args) => bench::bench(&args),
+        Task::Dist(args) => {
+            let deb = dist::build_deb(&build()?)?;
+            if args.musl {
+                dist::build_musl_tarball()?;
+            }
+            if args.check {
+                dist::check_deb(&deb)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -132,8 +145,9 @@ fn test() -> Result<()> {
     {
         record("workspace tests", workspace_tests());
         record("privileged tests", privileged_tests());
+        record("debian package", debian_package());
     } else {
-        for name in ["workspace tests", "privileged tests"] {
+        for name in ["workspace tests", "privileged tests", "debian package"] {
             record(
                 name,
                 Ok(Outcome::Skipped("not run: an earlier step failed".into())),
@@ -171,6 +185,22 @@ fn workspace_tests() -> Result<Outcome> {
         "--exclude",
         "iotop-bpf-ebpf",
     ]))?;
+    Ok(Outcome::Passed)
+}
+
+/// The package of the binary just built: it installs, works and removes cleanly (dpkg needs
+/// root: through sudo when not root, skipped like the privileged tests without it).
+fn debian_package() -> Result<Outcome> {
+    let deb = dist::build_deb(&release_binary())?;
+    if !is_root() && find_in_path("sudo").is_none() {
+        let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        if ci {
+            bail!("installing the package needs root and sudo is not installed: run as root in CI");
+        }
+        eprintln!("\nSKIPPED the package install check: not root (and no sudo)\n");
+        return Ok(Outcome::Skipped("not root".into()));
+    }
+    dist::check_deb(&deb)?;
     Ok(Outcome::Passed)
 }
 

@@ -14,8 +14,17 @@ const BUILD_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "zlib1g-dev",
 ];
-/// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests.
-const TEST_PACKAGES: &[&str] = &["xfsprogs", "fio", "e2fsprogs", "util-linux", "tmux"];
+/// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; man
+/// and systemd-analyze for the package check.
+const TEST_PACKAGES: &[&str] = &[
+    "xfsprogs",
+    "fio",
+    "e2fsprogs",
+    "util-linux",
+    "tmux",
+    "man-db",
+    "systemd",
+];
 /// Installed without their recommendations: the exporter's end-to-end test runs a private
 /// Prometheus and promtool, and prometheus recommends a node exporter that would start as a
 /// service.
