@@ -13,10 +13,13 @@ use crate::export::{
 #[command(
     name = "iotop-bpf",
     version,
+    // Every command's man page then carries the version.
+    propagate_version = true,
     about = "Live, top-like view of Linux storage I/O: who does it, how slow it is, and why",
     after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
                   s or < > sort, r reverse, / filter, c cumulative, ? help.\n\
-                  Needs root, or CAP_BPF, CAP_PERFMON, CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE (see the README): sudo iotop-bpf"
+                  Needs root, or CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH (plus CAP_SYS_PTRACE and \
+                  CAP_SYSLOG for every feature; see the README's Requirements): sudo iotop-bpf"
 )]
 pub struct Cli {
     /// Print a text report every interval instead of the live view (like `iotop -b`).
