@@ -89,11 +89,18 @@ impl Caps {
     /// What works less well without the optional capabilities.
     fn degraded(self) -> Vec<String> {
         let mut notes = Vec::new();
-        if !self.has(CAP_SYS_PTRACE) || !self.reads_any_file() {
-            notes.push(
-                "no CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH: files other users' processes sync are not named from /proc/PID/fd"
-                    .to_string(),
-            );
+        let for_fds: Vec<&str> = [
+            (!self.has(CAP_SYS_PTRACE)).then_some("CAP_SYS_PTRACE"),
+            (!self.reads_any_file()).then_some("CAP_DAC_READ_SEARCH"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !for_fds.is_empty() {
+            notes.push(format!(
+                "no {}: files other users' processes sync are not named from /proc/PID/fd",
+                for_fds.join(" or ")
+            ));
         }
         if !self.has(CAP_SYS_ADMIN) {
             notes.push(
@@ -260,7 +267,9 @@ mod tests {
         if parse_kernel_version(&kernel_release()).is_some_and(|v| v >= MIN_KERNEL) {
             let env = env.unwrap();
             assert!(
-                env.degraded.iter().any(|n| n.contains("CAP_SYS_PTRACE")),
+                env.degraded
+                    .iter()
+                    .any(|n| n.starts_with("no CAP_SYS_PTRACE or CAP_DAC_READ_SEARCH:")),
                 "{:?}",
                 env.degraded
             );
@@ -289,6 +298,11 @@ mod tests {
             1,
             "{:?}",
             documented.degraded()
+        );
+        let no_ptrace = caps(&[CAP_BPF, CAP_PERFMON, CAP_DAC_READ_SEARCH]).degraded();
+        assert!(
+            no_ptrace[0].starts_with("no CAP_SYS_PTRACE: files other users'"),
+            "{no_ptrace:?}"
         );
     }
 
