@@ -1,6 +1,12 @@
 //! The classic Prometheus text format (`text/plain; version=0.0.4`), for clients that do not
 //! ask for OpenMetrics: curl, `promtool check metrics`, older scrapers.
 //!
+//! `promtool check metrics` (Prometheus 2.42, Debian 12) parses only this format: given the
+//! OpenMetrics exposition it stops at `# TYPE iotop_bpf_build info` ("unknown metric type")
+//! and, without that, lints every counter family (`# TYPE x counter` with samples
+//! `x_total`) as having no help. The end-to-end test checks this translation with promtool
+//! and the OpenMetrics original by a real Prometheus scrape.
+//!
 //! `prometheus-client` only writes OpenMetrics. For the metrics this exporter writes
 //! (counters, gauges, classic histograms, one info metric; no exemplars, no timestamps, no
 //! `_created` series) the two formats differ only in metadata, so the OpenMetrics text is
