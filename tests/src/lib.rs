@@ -177,10 +177,16 @@ impl JsonRun {
 
     /// Like [`JsonRun::start`], with extra environment variables.
     pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(binary())
+        let mut command = Command::new(binary());
+        command.args(extra_args).envs(env.iter().copied());
+        Self::start_command(command)
+    }
+
+    /// Runs `command` (iotop-bpf, or a wrapper that execs it, such as setpriv) with
+    /// `--json -d 0.5` appended.
+    pub fn start_command(mut command: Command) -> Self {
+        let mut child = command
             .args(["--json", "-d", "0.5"])
-            .args(extra_args)
-            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

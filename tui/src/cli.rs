@@ -1,17 +1,25 @@
 //! Command-line interface.
 
-use std::{path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::export::{
+    server::{DEFAULT_LISTEN, parse_listen},
+    workloads::{DEFAULT_TOP, MAX_TOP},
+};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "iotop-bpf",
     version,
+    // Every command's man page then carries the version.
+    propagate_version = true,
     about = "Live, top-like view of Linux storage I/O: who does it, how slow it is, and why",
     after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
                   s or < > sort, r reverse, / filter, c cumulative, ? help.\n\
-                  Needs root (or CAP_BPF + CAP_PERFMON): sudo iotop-bpf"
+                  Needs root, or CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH (plus CAP_SYS_PTRACE and \
+                  CAP_SYSLOG for every feature; see the README's Requirements): sudo iotop-bpf"
 )]
 pub struct Cli {
     /// Print a text report every interval instead of the live view (like `iotop -b`).
@@ -46,6 +54,15 @@ pub struct Cli {
     #[arg(short, long = "pid", value_name = "PID", value_delimiter = ',')]
     pub pids: Vec<u32>,
 
+    /// Also serve Prometheus metrics on ADDR while running (see `iotop-bpf serve`).
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub listen: Option<SocketAddr>,
+
+    /// With --listen: command names with series of their own; the rest are summed as
+    /// comm="other".
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TOP, value_parser = parse_top, requires = "listen")]
+    pub top: usize,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -57,6 +74,22 @@ pub enum Command {
     Workload(Workload),
     /// Check the environment and the probes, print what works and what is degraded, and exit.
     Check,
+    /// Run headless and serve Prometheus metrics at http://ADDR/metrics until stopped.
+    Serve(Serve),
+}
+
+#[derive(Debug, Args)]
+pub struct Serve {
+    /// Where to listen: IP:PORT, [IPv6]:PORT, localhost:PORT, :PORT (every interface) or
+    /// PORT (loopback).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, value_parser = parse_listen)]
+    pub listen: SocketAddr,
+    /// Command names with series of their own; the rest are summed as comm="other".
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_TOP, value_parser = parse_top)]
+    pub top: usize,
+    /// Seconds per interval: how often the metrics are brought up to date.
+    #[arg(short, long, value_name = "SECS", default_value = "1", value_parser = parse_delay)]
+    pub delay: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,6 +220,18 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     Ok(speed)
 }
 
+fn parse_top(text: &str) -> Result<usize, String> {
+    let top: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(1..=MAX_TOP).contains(&top) {
+        return Err(format!(
+            "{top} is out of range (1 to {MAX_TOP}: each name costs about 33 series)"
+        ));
+    }
+    Ok(top)
+}
+
 fn parse_delay(text: &str) -> Result<Duration, String> {
     let secs: f64 = text
         .parse()
@@ -220,5 +265,32 @@ mod tests {
             (cli.delay, cli.iterations, cli.pids),
             (Duration::from_secs(2), Some(3), vec![1, 2])
         );
+    }
+
+    #[test]
+    fn exporter_options() {
+        let cli = Cli::try_parse_from(["iotop-bpf", "serve"]).unwrap();
+        let Some(Command::Serve(serve)) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(serve.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(
+            (serve.top, serve.delay),
+            (DEFAULT_TOP, Duration::from_secs(1))
+        );
+        let cli = Cli::try_parse_from(["iotop-bpf", "--json", "--listen", ":9999", "--top", "5"])
+            .unwrap();
+        assert_eq!(cli.listen.map(|a| a.port()), Some(9999));
+        assert_eq!(cli.top, 5);
+        for bad in [
+            &["iotop-bpf", "--top", "5"][..],
+            &["iotop-bpf", "serve", "--top", "0"],
+            &["iotop-bpf", "serve", "--top", "100000"],
+            &["iotop-bpf", "serve", "--listen", "nowhere"],
+            &["iotop-bpf", "--listen", "1.2.3.4:70000"],
+        ] {
+            let err = Cli::try_parse_from(bad).unwrap_err().to_string();
+            assert!(err.contains("error:"), "{bad:?}: {err}");
+        }
     }
 }

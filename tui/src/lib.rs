@@ -2,18 +2,22 @@
 //!
 //! Data flows one way: kernel probes -> ring buffer -> [`feed`] -> [`decode`] -> [`model`]
 //! (pure) -> [`model::Snapshot`] -> [`view`] (TUI) | [`report`] (batch text, JSON). The
-//! [`pipeline`] drives it for both the live view ([`app`]) and the reports ([`headless`]),
-//! from the probes or from a recording.
+//! [`pipeline`] drives it for the live view ([`app`]), the reports ([`headless`]) and the
+//! metrics daemon ([`serve`]), from the probes or from a recording; the Prometheus
+//! [`export`]er taps the pipeline's snapshots.
 
 pub mod app;
 pub mod cli;
 pub mod decode;
+pub mod export;
 pub mod feed;
+pub mod generate;
 pub mod headless;
 pub mod model;
 pub mod pipeline;
 pub mod probe;
 pub mod report;
+pub mod serve;
 pub mod shutdown;
 pub mod term;
 pub mod units;

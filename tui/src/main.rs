@@ -4,14 +4,28 @@ use anyhow::{Context as _, Result};
 use clap::Parser as _;
 use iotop_bpf::{
     app,
-    cli::{Cli, Command},
-    headless,
+    cli::{Cli, Command, Serve},
+    export, generate, headless,
     pipeline::Pipeline,
     probe::{Probes, privilege},
-    workload,
+    serve, workload,
 };
 
 fn main() -> ExitCode {
+    if let Some(dir) = std::env::var_os(generate::ENV) {
+        return match generate::generate(dir.as_ref()) {
+            Ok(written) => {
+                for path in written {
+                    println!("{}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("iotop-bpf: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -27,8 +41,11 @@ fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
         Some(Command::Workload(w)) => return workload::run(w),
         Some(Command::Check) => return check(),
+        Some(Command::Serve(args)) => return serve(args),
         None => {}
     }
+    // A bad or busy address fails before anything is loaded.
+    let listener = cli.listen.map(export::server::bind).transpose()?;
     // Replay needs no privileges; the live probes are checked before anything else.
     let env = match &cli.replay {
         Some(_) => None,
@@ -39,18 +56,39 @@ fn run(cli: &Cli) -> Result<()> {
         .build()
         .context("start the async runtime")?;
     runtime.block_on(async {
-        let pipeline = match (&cli.replay, &env) {
+        let mut pipeline = match (&cli.replay, &env) {
             (Some(path), _) => Pipeline::replay(path, (!cli.is_batch()).then_some(cli.speed))?,
             (None, Some(env)) => {
                 Pipeline::live(env, cli.delay, cli.iterations, cli.record.as_deref())?
             }
             (None, None) => unreachable!("checked above"),
         };
+        if let Some(listener) = listener {
+            let addr = export::attach(&mut pipeline, listener, cli.top)?;
+            if cli.is_batch() {
+                eprintln!("iotop-bpf: serving metrics on http://{addr}/metrics");
+            }
+        }
         if cli.is_batch() {
             headless::run(cli, pipeline, &mut std::io::stdout().lock()).await
         } else {
             app::run(cli, pipeline).await
         }
+    })
+}
+
+fn serve(args: &Serve) -> Result<()> {
+    let listener = export::server::bind(args.listen)?;
+    let env = privilege::check()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")?;
+    runtime.block_on(async {
+        let mut pipeline = Pipeline::live(&env, args.delay, None, None)?;
+        let addr = export::attach(&mut pipeline, listener, args.top)?;
+        eprintln!("iotop-bpf: serving metrics on http://{addr}/metrics");
+        serve::run(pipeline).await
     })
 }
 

@@ -58,7 +58,12 @@ pub struct Pipeline {
     model: Aggregator,
     recorder: Option<Recorder>,
     info: RunInfo,
+    /// Called with every closed interval before the front end gets it (the exporter).
+    taps: Vec<Tap>,
 }
+
+/// A consumer of closed intervals besides the front end.
+type Tap = Box<dyn FnMut(&Snapshot)>;
 
 enum Source {
     Live(Box<Live>),
@@ -122,6 +127,7 @@ impl Pipeline {
             })),
             recorder,
             info,
+            taps: Vec::new(),
         };
         let baseline = pipeline.live_feed().sample(SampleKind::Baseline);
         pipeline.apply(Input::Sample(Box::new(baseline)))?;
@@ -150,6 +156,7 @@ impl Pipeline {
             })),
             recorder: None,
             info,
+            taps: Vec::new(),
         })
     }
 
@@ -176,9 +183,29 @@ impl Pipeline {
         }
     }
 
+    /// Calls `tap` with every interval closed from now on, before the front end gets it.
+    pub fn tap(&mut self, tap: impl FnMut(&Snapshot) + 'static) {
+        self.taps.push(Box::new(tap));
+    }
+
+    fn notify(&mut self, snap: &Snapshot) {
+        for tap in &mut self.taps {
+            tap(snap);
+        }
+    }
+
     /// Waits for and returns the next closed interval. Cancel-safe: every await point is a
-    /// timer tick or a readiness wait, and the work between them is done before the next.
+    /// timer tick or a readiness wait, and the work between them is done before the next
+    /// (the taps run after the last await).
     pub async fn next(&mut self) -> Result<Step> {
+        let step = self.next_step().await?;
+        if let Step::Interval(snap) = &step {
+            self.notify(snap);
+        }
+        Ok(step)
+    }
+
+    async fn next_step(&mut self) -> Result<Step> {
         loop {
             match &mut self.source {
                 Source::Live(live) => {
@@ -229,10 +256,14 @@ impl Pipeline {
     /// The last interval, cut short (quit, SIGINT): every pending charge is settled first.
     /// `None` for a replay, whose recording holds its own last interval.
     pub fn finish(&mut self) -> Result<Option<Box<Snapshot>>> {
-        match self.source {
+        let last = match self.source {
             Source::Live(_) => self.close(SampleKind::Final).map(Some),
             Source::Replay(_) => Ok(None),
+        }?;
+        if let Some(snap) = &last {
+            self.notify(snap);
         }
+        Ok(last)
     }
 
     fn live_feed(&mut self) -> &mut LiveFeed {

@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: set up, build, run, test, install and benchmark iotop-bpf.
 
 mod bench;
+mod dist;
 mod setup;
 mod util;
 
@@ -51,6 +52,8 @@ enum Task {
         #[arg(long)]
         only: Option<String>,
     },
+    /// Build, then a Debian package in target/dist/ (binary, man pages, completions, unit).
+    Dist(dist::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,16 @@ fn task(task: Task) -> Result<()> {
         Task::Install => install(),
         Task::Bench(args) => bench::bench(&args),
         Task::Eval { only } => eval(only.as_deref()),
+        Task::Dist(args) => {
+            let deb = dist::build_deb(&build()?)?;
+            if args.musl {
+                dist::build_musl_tarball()?;
+            }
+            if args.check {
+                dist::check_deb(&deb)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -140,8 +153,9 @@ fn test() -> Result<()> {
     {
         record("workspace tests", workspace_tests());
         record("privileged tests", privileged_tests());
+        record("debian package", debian_package());
     } else {
-        for name in ["workspace tests", "privileged tests"] {
+        for name in ["workspace tests", "privileged tests", "debian package"] {
             record(
                 name,
                 Ok(Outcome::Skipped("not run: an earlier step failed".into())),
@@ -179,6 +193,22 @@ fn workspace_tests() -> Result<Outcome> {
         "--exclude",
         "iotop-bpf-ebpf",
     ]))?;
+    Ok(Outcome::Passed)
+}
+
+/// The package of the binary just built: it installs, works and removes cleanly (dpkg needs
+/// root: through sudo when not root, skipped like the privileged tests without it).
+fn debian_package() -> Result<Outcome> {
+    let deb = dist::build_deb(&release_binary())?;
+    if !is_root() && find_in_path("sudo").is_none() {
+        let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        if ci {
+            bail!("installing the package needs root and sudo is not installed: run as root in CI");
+        }
+        eprintln!("\nSKIPPED the package install check: not root (and no sudo)\n");
+        return Ok(Outcome::Skipped("not root".into()));
+    }
+    dist::check_deb(&deb)?;
     Ok(Outcome::Passed)
 }
 

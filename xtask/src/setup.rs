@@ -14,17 +14,24 @@ const BUILD_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "zlib1g-dev",
 ];
-/// mkfs.xfs, fio, mkfs.ext4 and losetup for the privileged integration tests; sqlite3 and
-/// python3 for the evaluation corpus (tests/corpus).
+/// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; man
+/// and systemd-analyze for the package check; sqlite3 and python3 for the evaluation corpus
+/// (tests/corpus).
 const TEST_PACKAGES: &[&str] = &[
     "xfsprogs",
     "fio",
     "e2fsprogs",
     "util-linux",
     "tmux",
+    "man-db",
+    "systemd",
     "sqlite3",
     "python3",
 ];
+/// Installed without their recommendations: the exporter's end-to-end test runs a private
+/// Prometheus and promtool, and prometheus recommends a node exporter that would start as a
+/// service.
+const TEST_PACKAGES_ALONE: &[&str] = &["prometheus"];
 /// The side-by-side peer of `cargo xtask bench`.
 const BENCH_PACKAGES: &[&str] = &["bpftrace"];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
@@ -95,31 +102,51 @@ fn packages(bench: bool) -> Result<()> {
     }
     if find_in_path("dpkg-query").is_none() {
         bail!(
-            "dpkg-query not found: setup knows Debian/Ubuntu only; install the equivalents of {} by hand",
-            wanted.join(" ")
+            "dpkg-query not found: setup knows Debian/Ubuntu only; install the equivalents of {} {} by hand",
+            wanted.join(" "),
+            TEST_PACKAGES_ALONE.join(" ")
         );
     }
-    let missing: Vec<&str> = wanted
-        .iter()
-        .copied()
-        .filter(|p| !deb_installed(p))
-        .collect();
-    if missing.is_empty() {
-        println!("ok: Debian packages {}", wanted.join(" "));
+    let missing = |wanted: &[&'static str]| -> Vec<&'static str> {
+        wanted
+            .iter()
+            .copied()
+            .filter(|p| !deb_installed(p))
+            .collect()
+    };
+    let (missing, missing_alone) = (missing(&wanted), missing(TEST_PACKAGES_ALONE));
+    if missing.is_empty() && missing_alone.is_empty() {
+        println!(
+            "ok: Debian packages {} {}",
+            wanted.join(" "),
+            TEST_PACKAGES_ALONE.join(" ")
+        );
         return Ok(());
     }
     let mut update = as_root("apt-get", &[])?;
     update.arg("update");
-    let mut apt_install = as_root("apt-get", &[("DEBIAN_FRONTEND", "noninteractive")])?;
-    apt_install.args(["install", "-y"]).args(&missing);
-    println!(
-        "installing Debian packages {}: {} && {}",
-        missing.join(" "),
-        describe(&update),
-        describe(&apt_install)
-    );
+    println!("updating the package lists: {}", describe(&update));
     run(&mut update)?;
-    run(&mut apt_install)
+    for (packages, extra) in [
+        (missing, &[][..]),
+        (missing_alone, &["--no-install-recommends"][..]),
+    ] {
+        if packages.is_empty() {
+            continue;
+        }
+        let mut apt_install = as_root("apt-get", &[("DEBIAN_FRONTEND", "noninteractive")])?;
+        apt_install
+            .args(["install", "-y"])
+            .args(extra)
+            .args(&packages);
+        println!(
+            "installing Debian packages {}: {}",
+            packages.join(" "),
+            describe(&apt_install)
+        );
+        run(&mut apt_install)?;
+    }
+    Ok(())
 }
 
 /// The libLLVM a dynamically linked bpf-linker loads, e.g. `libLLVM.so.22.1`.

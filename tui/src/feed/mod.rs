@@ -86,7 +86,7 @@ impl LiveFeed {
         let mut report = probes.report.clone();
         if !kallsyms.usable() {
             report.degraded.push(
-                "kernel symbols are hidden (kernel.kptr_restrict): D-state stacks show no function names"
+                "kernel symbols are hidden: D-state stacks show no function names (reading kernel addresses in /proc/kallsyms needs CAP_SYSLOG when kernel.kptr_restrict >= 1 or kernel.perf_event_paranoid >= 2)"
                     .to_string(),
             );
         }

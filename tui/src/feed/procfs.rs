@@ -112,6 +112,13 @@ impl ProcCache {
                 let dev = fs::metadata(&link).ok().map(|m| Dev::from_user(m.dev()));
                 (FileRef::Path(path.to_string_lossy().into_owned()), dev)
             }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => (
+                FileRef::Unresolved(
+                    "another user's fd: naming it needs CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH"
+                        .into(),
+                ),
+                None,
+            ),
             Err(_) if !Path::new(&format!("/proc/{tgid}")).exists() => (
                 FileRef::Unresolved("process exited before the fd could be read".into()),
                 None,

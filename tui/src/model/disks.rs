@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use iotop_bpf_common::block::{OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Dev, DiskGeometry, DiskStat, DiskTotals, KernelSample, Log2Hist,
+    BlockIo, Dev, DiskGeometry, DiskStat, DiskTotals, KernelSample, Log2Hist, Op, SizeHist,
     procs::Latencies,
     snapshot::{DiskFigures, DiskRow, Latency},
 };
@@ -17,6 +17,31 @@ use super::{
 struct DiskState {
     interval: Latencies,
     total: Latencies,
+    interval_sizes: RequestSizes,
+    total_sizes: RequestSizes,
+}
+
+/// Sizes of a disk's read and write requests over a period.
+#[derive(Clone, Copy, Debug, Default)]
+struct RequestSizes {
+    read: SizeHist,
+    write: SizeHist,
+}
+
+impl RequestSizes {
+    fn add(&mut self, io: &BlockIo) {
+        match io.op {
+            Op::Read => self.read.record(u64::from(io.bytes)),
+            Op::Write => self.write.record(u64::from(io.bytes)),
+            // Flushes carry no data; discards are ranges, not transfers.
+            Op::Flush | Op::Discard | Op::Other => {}
+        }
+    }
+
+    fn merge(&mut self, other: &Self) {
+        self.read.merge(&other.read);
+        self.write.merge(&other.write);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -32,7 +57,9 @@ pub(super) struct DiskBook {
 
 impl DiskBook {
     pub(super) fn block(&mut self, io: &BlockIo) {
-        self.disks.entry(io.dev).or_default().interval.add(io);
+        let state = self.disks.entry(io.dev).or_default();
+        state.interval.add(io);
+        state.interval_sizes.add(io);
     }
 
     /// The counters as they were when the probes were attached.
@@ -79,6 +106,7 @@ impl DiskBook {
                 let start = self.start_totals.get(&now.dev).unwrap_or(&zero);
                 let state = self.disks.entry(now.dev).or_default();
                 state.total.merge(&state.interval);
+                state.total_sizes.merge(&state.interval_sizes);
                 let row = DiskRow {
                     dev: now.dev,
                     name: name_of(now.dev),
@@ -86,17 +114,20 @@ impl DiskBook {
                     interval: figures(
                         &delta(now, before),
                         &state.interval,
+                        &state.interval_sizes,
                         interval_ns,
                         busy_ms.get(&now.dev).copied(),
                     ),
                     total: figures(
                         &delta(now, start),
                         &state.total,
+                        &state.total_sizes,
                         elapsed_ns,
                         self.busy_total_ms.get(&now.dev).copied(),
                     ),
                 };
                 state.interval.clear();
+                state.interval_sizes = RequestSizes::default();
                 row
             })
             .collect();
@@ -134,6 +165,7 @@ fn delta(now: &DiskTotals, before: &DiskTotals) -> DiskTotals {
 fn figures(
     d: &DiskTotals,
     latencies: &Latencies,
+    sizes: &RequestSizes,
     period_ns: u64,
     busy_ms: Option<u64>,
 ) -> DiskFigures {
@@ -168,6 +200,11 @@ fn figures(
         device_hist: Log2Hist {
             slots: d.device_hist,
         },
+        latency_sum_ns: d.latency_ns.iter().sum(),
+        queue_sum_ns: d.queue_ns,
+        device_sum_ns: d.device_ns,
+        read_size_hist: sizes.read,
+        write_size_hist: sizes.write,
         latency: Latency::of(&latencies.total),
         queue: Latency::of(&latencies.queue),
         device: Latency::of(&latencies.device),

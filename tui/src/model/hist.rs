@@ -219,6 +219,49 @@ impl Log2Hist {
     }
 }
 
+/// Request sizes in log2 byte buckets, for the exporter's size histogram: slot `i` counts
+/// requests of at most `512 << i` bytes (and more than `256 << i`); the last slot takes every
+/// larger request. A fixed array: bounded whatever the workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SizeHist {
+    pub slots: [u64; SIZE_SLOTS],
+    /// Exact sum of the sizes counted.
+    pub sum_bytes: u64,
+}
+
+/// 512 B, 1 KiB, ... 16 MiB, then everything larger.
+pub const SIZE_SLOTS: usize = 17;
+
+impl SizeHist {
+    /// Inclusive upper bound of a slot in bytes (`None`: the last, unbounded slot).
+    pub const fn slot_le_bytes(slot: usize) -> Option<u64> {
+        if slot + 1 < SIZE_SLOTS {
+            Some(512 << slot)
+        } else {
+            None
+        }
+    }
+
+    pub fn record(&mut self, bytes: u64) {
+        // The smallest slot whose bound is >= bytes: ceil(log2(bytes)) - 9, clamped.
+        let bits = u64::BITS - bytes.saturating_sub(1).leading_zeros();
+        let slot = (bits.saturating_sub(9) as usize).min(SIZE_SLOTS - 1);
+        self.slots[slot] += 1;
+        self.sum_bytes = self.sum_bytes.saturating_add(bytes);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.slots.iter().sum()
+    }
+
+    pub fn merge(&mut self, other: &Self) {
+        for (slot, n) in self.slots.iter_mut().zip(other.slots) {
+            *slot += n;
+        }
+        self.sum_bytes = self.sum_bytes.saturating_add(other.sum_bytes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +362,46 @@ mod tests {
             h.trimmed_mean_from(0, 1.0).unwrap() > 10_000,
             "the plain mean is dragged up"
         );
+    }
+
+    #[test]
+    fn request_sizes_fall_in_the_bucket_whose_bound_they_do_not_exceed() {
+        let mut sizes = SizeHist::default();
+        for bytes in [
+            0,
+            1,
+            512,
+            513,
+            4096,
+            4097,
+            16 << 20,
+            (16 << 20) + 1,
+            u64::MAX,
+        ] {
+            sizes.record(bytes);
+        }
+        let slot_of = |bytes: u64| {
+            let mut one = SizeHist::default();
+            one.record(bytes);
+            one.slots.iter().position(|&n| n == 1).unwrap()
+        };
+        assert_eq!(slot_of(0), 0);
+        assert_eq!(slot_of(512), 0, "512 B is <= le 512");
+        assert_eq!(slot_of(513), 1);
+        assert_eq!(SizeHist::slot_le_bytes(3), Some(4096));
+        assert_eq!(slot_of(4096), 3);
+        assert_eq!(slot_of(4097), 4);
+        assert_eq!(SizeHist::slot_le_bytes(15), Some(16 << 20));
+        assert_eq!(slot_of(16 << 20), 15);
+        assert_eq!(slot_of((16 << 20) + 1), SIZE_SLOTS - 1);
+        assert_eq!(SizeHist::slot_le_bytes(SIZE_SLOTS - 1), None);
+        assert_eq!(slot_of(u64::MAX), SIZE_SLOTS - 1);
+        assert_eq!(sizes.count(), 9);
+        assert_eq!(sizes.sum_bytes, u64::MAX, "saturates");
+        let mut merged = SizeHist::default();
+        merged.record(4096);
+        merged.merge(&merged.clone());
+        assert_eq!((merged.count(), merged.sum_bytes), (2, 8192));
     }
 
     #[test]

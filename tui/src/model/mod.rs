@@ -20,7 +20,7 @@ mod snapshot;
 mod sync;
 
 pub use aggregator::Aggregator;
-pub use hist::{Histogram, Log2Hist};
+pub use hist::{Histogram, Log2Hist, SizeHist};
 pub use input::{
     BlockIo, Comm, DStateEpisode, DStateNow, Dev, DioCall, DiskGeometry, DiskStat, DiskTotals,
     FileRef, Input, KernelCounters, KernelSample, Op, ProcessExit, SampleKind, SyncCall, SyncKind,

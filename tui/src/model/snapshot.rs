@@ -3,7 +3,7 @@
 
 use super::{
     Dev, DiskGeometry,
-    hist::{Histogram, Log2Hist},
+    hist::{Histogram, Log2Hist, SizeHist},
 };
 
 /// Percentiles of a latency distribution, in nanoseconds.
@@ -71,6 +71,15 @@ pub struct DiskFigures {
     pub total_hist: Log2Hist,
     pub queue_hist: Log2Hist,
     pub device_hist: Log2Hist,
+    /// Exact sums of total, queue and device time over the requests the histograms count,
+    /// ns (kept in the kernel, so with the histograms' counts they give exact means).
+    pub latency_sum_ns: u64,
+    pub queue_sum_ns: u64,
+    pub device_sum_ns: u64,
+    /// Sizes of read and write requests, from the per-request records (a sample if records
+    /// dropped).
+    pub read_size_hist: SizeHist,
+    pub write_size_hist: SizeHist,
     /// Percentiles from the per-request records (fine-grained; a sample if records dropped).
     pub latency: Latency,
     pub queue: Latency,
@@ -211,6 +220,8 @@ pub struct SyncFigures {
     pub errors: u64,
     pub latency: Latency,
     pub hist: Log2Hist,
+    /// Time spent in the period's calls, summed over threads (the latency histogram's sum).
+    pub time_ns: u64,
     /// Of the calls settled in the period: time spent in them (summed over threads), their
     /// payloads, and the stretch from the first's start to the last's end (the time the
     /// process spent syncing).

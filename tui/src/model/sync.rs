@@ -320,6 +320,7 @@ impl SyncPeriod {
             errors: self.errors,
             latency: Latency::of(&self.latency),
             hist: self.latency.log2(),
+            time_ns: self.latency.sum(),
             settled_time_ns: self.settled.time_ns,
             settled_payload: self.settled.payload.clone(),
             settled_span_ns: self

@@ -221,6 +221,61 @@ fn intervals_reset_and_totals_accumulate() {
 }
 
 #[test]
+fn disk_sums_are_exact_and_request_sizes_accumulate_since_start() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let first: Vec<_> = (0..10u64)
+        .map(|i| io(1, "a", LOOP0, Op::Read, 4096, i * MS, 2 * US, 100 * US + i))
+        .collect();
+    for e in &first {
+        model.ingest(e);
+    }
+    let s1 = model.tick(&sample(1_000 * MS, &first));
+    let second = [
+        io(1, "a", LOOP0, Op::Write, 1 << 20, 1_000 * MS, 0, 300 * US),
+        io(
+            4,
+            "jbd2/loop0-8",
+            LOOP0,
+            Op::Flush,
+            0,
+            1_001 * MS,
+            0,
+            50 * US,
+        ),
+    ];
+    for e in &second {
+        model.ingest(e);
+    }
+    let all: Vec<_> = first.iter().chain(&second).copied().collect();
+    let s2 = model.tick(&sample(2_000 * MS, &all));
+    let d1 = &s1.disks[0].interval;
+    // Queue 2 us each; device 100 us + i ns: the sums are exact, not bucket midpoints.
+    assert_eq!(d1.queue_sum_ns, 10 * 2 * US);
+    assert_eq!(d1.device_sum_ns, 10 * 100 * US + 45);
+    assert_eq!(d1.latency_sum_ns, d1.queue_sum_ns + d1.device_sum_ns);
+    assert_eq!(
+        (d1.read_size_hist.count(), d1.read_size_hist.slots[3]),
+        (10, 10)
+    );
+    let total = &s2.disks[0].total;
+    assert_eq!(
+        total.latency_sum_ns,
+        10 * 102 * US + 45 + 300 * US + 50 * US
+    );
+    assert_eq!(total.total_hist.total(), 12);
+    assert_eq!(total.read_size_hist.sum_bytes, 10 * 4096);
+    assert_eq!(total.write_size_hist.count(), 1, "flushes have no size");
+    assert_eq!(total.write_size_hist.slots[11], 1, "1 MiB is <= le 1 MiB");
+    let interval = &s2.disks[0].interval;
+    assert_eq!(
+        interval.read_size_hist.count(),
+        0,
+        "the interval starts empty"
+    );
+    assert_eq!(interval.latency_sum_ns, 350 * US);
+}
+
+#[test]
 fn drops_and_bad_records_are_reported_per_interval() {
     let mut model = Aggregator::new(Settings::default(), 0);
     model.apply(&Input::BadRecords(1));

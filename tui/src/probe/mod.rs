@@ -131,7 +131,10 @@ impl Probes {
         }
         raise_memlock_limit(env.kernel);
 
-        let mut report = ProbeReport::default();
+        let mut report = ProbeReport {
+            degraded: env.degraded.clone(),
+            ..ProbeReport::default()
+        };
         let mut plan = Vec::new();
         let mut offsets = Vec::new();
         let btf = btf::Btf::from_sys_fs();

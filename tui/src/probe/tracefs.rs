@@ -17,6 +17,17 @@ pub enum TracefsError {
         "tracefs is not mounted and mounting it at /sys/kernel/tracing failed ({0}); mount it with: mount -t tracefs nodev /sys/kernel/tracing"
     )]
     NotMounted(std::io::Error),
+    /// Mounting needs CAP_SYS_ADMIN, which the process does not have.
+    #[error(
+        "tracefs is not mounted, and mounting it needs root or CAP_SYS_ADMIN: mount it once with: mount -t tracefs nodev /sys/kernel/tracing"
+    )]
+    NotMountedNoPrivilege,
+    /// Mounted, but its directories are closed to this process (tracefs is mode 0700, owned
+    /// by root, on recent kernels).
+    #[error(
+        "tracefs is mounted at {} but this process cannot read it (mode {mode:o}, owner uid {uid}): reading its tracepoint formats needs root or CAP_DAC_READ_SEARCH", root.display()
+    )]
+    Unreadable { root: PathBuf, mode: u32, uid: u32 },
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -128,10 +139,17 @@ impl Tracefs {
     const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
     /// Finds tracefs, mounting it at /sys/kernel/tracing when it is not mounted (it is not at
-    /// boot on some systems).
-    pub fn locate_or_mount() -> Result<Self, TracefsError> {
+    /// boot on some systems) and `may_mount` (the process has CAP_SYS_ADMIN). A tracefs that
+    /// is mounted but closed to this process is told apart from a missing one.
+    pub fn locate_or_mount(may_mount: bool) -> Result<Self, TracefsError> {
         if let Some(found) = Self::locate() {
             return Ok(found);
+        }
+        if let Some(err) = Self::unreadable() {
+            return Err(err);
+        }
+        if !may_mount {
+            return Err(TracefsError::NotMountedNoPrivilege);
         }
         mount_tracefs(Path::new(Self::CANDIDATES[0])).map_err(TracefsError::NotMounted)?;
         Self::locate().ok_or_else(|| {
@@ -146,6 +164,31 @@ impl Tracefs {
             .map(PathBuf::from)
             .find(|root| root.join("events/block").is_dir())
             .map(|root| Self { root })
+    }
+
+    /// A candidate that is a tracefs mount this process may not enter.
+    fn unreadable() -> Option<TracefsError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        Self::CANDIDATES.iter().find_map(|candidate| {
+            let mounted = mounts.lines().any(|line| {
+                let mut fields = line.split_whitespace();
+                let (_, target, kind) = (fields.next(), fields.next(), fields.next());
+                target == Some(candidate) && kind == Some("tracefs")
+            });
+            let root = PathBuf::from(candidate);
+            match fs::read_dir(root.join("events")) {
+                Err(e) if mounted && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    let meta = fs::metadata(&root).ok()?;
+                    Some(TracefsError::Unreadable {
+                        root,
+                        mode: meta.mode() & 0o7777,
+                        uid: meta.uid(),
+                    })
+                }
+                _ => None,
+            }
+        })
     }
 
     pub fn at(root: impl Into<PathBuf>) -> Self {
