@@ -131,6 +131,10 @@ impl Pipeline {
         };
         let baseline = pipeline.live_feed().sample(SampleKind::Baseline);
         pipeline.apply(Input::Sample(Box::new(baseline)))?;
+        // Loading parsed the kernel's BTF and symbols (tens of MB, freed by now): give the
+        // pages back, so the resident size is what the run needs.
+        // SAFETY: malloc_trim has no preconditions.
+        unsafe { libc::malloc_trim(0) };
         Ok(pipeline)
     }
 
