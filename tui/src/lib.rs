@@ -10,6 +10,7 @@ pub mod cli;
 pub mod decode;
 pub mod feed;
 pub mod headless;
+pub mod history;
 pub mod model;
 pub mod pipeline;
 pub mod probe;
