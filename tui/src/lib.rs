@@ -6,6 +6,7 @@
 //! from the probes or from a recording.
 
 pub mod app;
+pub mod capture;
 pub mod cli;
 pub mod decode;
 pub mod feed;

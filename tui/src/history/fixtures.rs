@@ -44,7 +44,7 @@ pub fn snapshot_at(seq: u64) -> Snapshot {
     snap.elapsed_ns = seq * SEC;
     snap.now_ns = seq * SEC;
     // Traffic swells to 2x around the middle and ebbs: a triangle over the 90 intervals.
-    let swell = 10 + 10 * (45 - seq.abs_diff(45)) / 45;
+    let swell = 10 + 10 * 45u64.saturating_sub(seq.abs_diff(45)) / 45;
     let spike = (40..55).contains(&seq);
     for disk in &mut snap.disks {
         let f = &mut disk.interval;

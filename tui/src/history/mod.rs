@@ -52,7 +52,6 @@ impl Column {
         for &n in &hist.slots[first..=last] {
             let mut n = n;
             loop {
-                #[expect(clippy::cast_possible_truncation, reason = "7 bits at a time")]
                 let byte = (n & 0x7f) as u8;
                 n >>= 7;
                 if n == 0 {
@@ -205,7 +204,7 @@ fn active(f: &ProcFigures) -> bool {
 /// The processes worth remembering of an interval: the busiest by bytes, by time in sync
 /// calls and by time in D, plus `pinned` (the selected process, so its heat map has no
 /// holes while it is quiet), at most [`MAX_PROCS`].
-fn chosen_procs<'a>(snap: &'a Snapshot, pinned: Option<u32>) -> Vec<&'a ProcRow> {
+fn chosen_procs(snap: &Snapshot, pinned: Option<u32>) -> Vec<&ProcRow> {
     let active: Vec<&ProcRow> = snap.procs.iter().filter(|p| active(&p.interval)).collect();
     let mut chosen: Vec<&ProcRow> = Vec::new();
     let mut take = |key: fn(&ProcFigures) -> u64, n: usize| {
