@@ -289,7 +289,19 @@ fn initial_ui(cli: &Cli, info: &RunInfo, notes: Vec<String>) -> UiState {
 /// The live view over a pipeline (the probes, or a recording replayed at its recorded pace
 /// times `--speed`, where pause stops the clock). The pipeline is started before the
 /// terminal is taken, so a failure to load the probes prints plainly.
-pub async fn run(cli: &Cli, mut pipeline: Pipeline) -> Result<()> {
+pub async fn run(cli: &Cli, pipeline: Pipeline) -> Result<()> {
+    run_captioned(cli, pipeline, None).await
+}
+
+/// How often captions are looked for (the demo changes them every few seconds at most).
+const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// [`run`], with captions (the demo's) shown on the key line as they arrive.
+pub async fn run_captioned(
+    cli: &Cli,
+    mut pipeline: Pipeline,
+    captions: Option<std::sync::mpsc::Receiver<String>>,
+) -> Result<()> {
     let mut shutdown = Shutdown::install().context("install signal handlers")?;
     let mut notes = pipeline.notes();
     if let Some(path) = &cli.replay {
@@ -301,12 +313,20 @@ pub async fn run(cli: &Cli, mut pipeline: Pipeline) -> Result<()> {
     let mut input = EventStream::new();
     let mut intervals = 0u64;
     let mut ended = false;
+    let mut caption_poll = tokio::time::interval(CAPTION_POLL);
     app.draw(guard.terminal())?;
     loop {
         pipeline.hold(app.ui.paused);
         tokio::select! {
             biased;
             () = shutdown.recv() => break,
+            _ = caption_poll.tick(), if captions.is_some() => {
+                let latest = captions.as_ref().and_then(|rx| rx.try_iter().last());
+                if latest.is_some() {
+                    app.ui.caption = latest;
+                    app.draw(guard.terminal())?;
+                }
+            }
             event = input.next() => match event {
                 Some(Ok(event)) => {
                     if app.on_event(&event) == Flow::Quit {

@@ -9,6 +9,7 @@ pub mod app;
 pub mod capture;
 pub mod cli;
 pub mod decode;
+pub mod demo;
 pub mod feed;
 pub mod headless;
 pub mod history;

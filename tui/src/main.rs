@@ -5,10 +5,10 @@ use clap::Parser as _;
 use iotop_bpf::{
     app,
     cli::{Cli, Command},
-    headless,
+    demo, headless,
     pipeline::Pipeline,
     probe::{Probes, privilege},
-    workload,
+    report, workload,
 };
 
 fn main() -> ExitCode {
@@ -27,6 +27,9 @@ fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
         Some(Command::Workload(w)) => return workload::run(w),
         Some(Command::Check) => return check(),
+        // Reads a file: no privileges, no probes.
+        Some(Command::Report(args)) => return report::html::run(args),
+        Some(Command::Demo(args)) => return demo::run(args),
         None => {}
     }
     // Replay needs no privileges; the live probes are checked before anything else.

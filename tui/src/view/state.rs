@@ -142,4 +142,6 @@ pub struct UiState {
     pub started_unix_ms: u64,
     /// A one-off message for the key line (where a screen capture went); cleared by a key.
     pub message: Option<String>,
+    /// What to look at now (the demo's caption), on the key line until replaced.
+    pub caption: Option<String>,
 }

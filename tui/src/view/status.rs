@@ -70,6 +70,8 @@ pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
         ])
     } else if let Some(message) = &ui.message {
         Line::from(Span::styled(message.clone(), theme.key))
+    } else if let Some(caption) = &ui.caption {
+        Line::from(Span::styled(caption.clone(), theme.warn))
     } else if let Some(note) = ui.notes.first() {
         Line::from(vec![
             Span::styled("degraded: ", theme.warn),
