@@ -63,8 +63,11 @@ impl App {
         }
     }
 
-    /// Intervals between `seq` and the newest recorded.
+    /// Intervals between `seq` and the newest recorded (0 before the first interval).
     fn back_of(&self, seq: u64) -> u64 {
+        if seq == 0 {
+            return 0;
+        }
         self.history
             .frames()
             .back()

@@ -14,8 +14,16 @@ const BUILD_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "zlib1g-dev",
 ];
-/// mkfs.xfs, fio, mkfs.ext4 and losetup for the privileged integration tests.
-const TEST_PACKAGES: &[&str] = &["xfsprogs", "fio", "e2fsprogs", "util-linux", "tmux"];
+/// mkfs.xfs, fio, mkfs.ext4 and losetup for the privileged integration tests; tmux for the
+/// live view's; chromium renders the HTML report in the report's.
+const TEST_PACKAGES: &[&str] = &[
+    "xfsprogs",
+    "fio",
+    "e2fsprogs",
+    "util-linux",
+    "tmux",
+    "chromium",
+];
 /// The side-by-side peer of `cargo xtask bench`.
 const BENCH_PACKAGES: &[&str] = &["bpftrace"];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";

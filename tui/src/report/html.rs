@@ -256,7 +256,7 @@ pub fn page(info: &RunInfo, t: &Timeline, top: usize) -> String {
                         "{} {} {}",
                         severity_word(f.severity),
                         f.kind.name(),
-                        subject(f)
+                        subject(f, t)
                     ),
                     class: match f.severity {
                         Severity::Critical => "crit",
@@ -491,10 +491,16 @@ pub fn page(info: &RunInfo, t: &Timeline, top: usize) -> String {
     out
 }
 
-fn subject(f: &crate::model::findings::Finding) -> String {
+/// Whom a finding is about: a process, or a disk by its name.
+fn subject(f: &crate::model::findings::Finding, t: &Timeline) -> String {
     match (f.tgid, &f.dev) {
         (Some(pid), _) => format!("{} (pid {pid})", f.comm),
-        (None, Some(dev)) => format!("disk {dev}"),
+        (None, Some(dev)) => format!(
+            "disk {}",
+            t.disks
+                .get(dev)
+                .map_or_else(|| dev.to_string(), |d| d.name.clone())
+        ),
         (None, None) => String::new(),
     }
 }
@@ -522,7 +528,11 @@ fn proc_table(out: &mut String, title: &str, procs: &[&ProcTrack]) {
             units::latency(p.p99_ns),
             p.syncs,
             secs(p.sync_ns),
-            units::latency(p.sync_p99_ns),
+            if p.syncs > 0 {
+                units::latency(p.sync_p99_ns)
+            } else {
+                "-".into()
+            },
             p.amplification
                 .map_or_else(|| "-".into(), |a| format!("{a:.0}x")),
             secs(p.dstate_ns),

@@ -357,15 +357,30 @@ pub fn lines(
     }
     axis.draw(&mut out, top, plot_h);
     for (i, (name, points)) in series.iter().enumerate() {
-        let mut path = String::new();
-        for (t, v) in points {
-            let _ = write!(path, "{:.1},{:.1} ", axis.x(*t), y(*v));
+        // A latency of an interval without requests is no value: the line breaks there.
+        let segments = points.split(|(_, v)| scale == Scale::Latency && *v <= 0.0);
+        for segment in segments.filter(|s| !s.is_empty()) {
+            let mut path = String::new();
+            for (t, v) in segment {
+                let _ = write!(path, "{:.1},{:.1} ", axis.x(*t), y(*v));
+            }
+            if segment.len() == 1 {
+                // One point alone: a dot, or it would not show.
+                let (t, v) = segment[0];
+                let _ = write!(
+                    out,
+                    r#"<circle class="sw{i}" cx="{:.1}" cy="{:.1}" r="2"/>"#,
+                    axis.x(t),
+                    y(v)
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    r#"<polyline class="s{i}" points="{}"/>"#,
+                    path.trim_end()
+                );
+            }
         }
-        let _ = write!(
-            out,
-            r#"<polyline class="s{i}" points="{}"/>"#,
-            path.trim_end()
-        );
         #[expect(clippy::cast_precision_loss, reason = "pixels")]
         let lx = LEFT + PLOT - 110.0 * (series.len() - i) as f64;
         let _ = write!(

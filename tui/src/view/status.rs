@@ -35,11 +35,11 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
             theme.warn,
         ));
     }
+    // The modes go right after the name: on a narrow terminal the end of the line is cut off.
     if ui.cumulative {
-        spans.push(Span::styled("[TOTALS] ", theme.key));
+        spans.insert(1, Span::styled(" [TOTALS]", theme.key));
     }
     if ui.paused {
-        // Right after the name: on a narrow terminal the end of the line is cut off.
         spans.insert(
             1,
             Span::styled(format!(" {}", paused_label(snap, ui)), theme.warn),
@@ -48,16 +48,16 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     frame.render_widget(Line::from(spans), area);
 }
 
-/// `[PAUSED 12:03:04Z]`, and while stepping back `[PAUSED 12:03:04Z -42s [ ]]`: the wall-clock
+/// `[PAUSED 12:03:04Z]`, and while stepping back `[PAUSED 12:03:04Z -42s]`: the wall-clock
 /// time (UTC) of the interval on screen, and how far behind the newest it is.
 fn paused_label(snap: &Snapshot, ui: &UiState) -> String {
     let at = crate::report::rfc3339(ui.started_unix_ms + snap.elapsed_ns / 1_000_000);
     let clock = &at[11..19];
     if ui.back == 0 {
-        format!("[PAUSED {clock}Z] ")
+        format!("[PAUSED {clock}Z]")
     } else {
         let behind = ui.back * snap.interval_ns / 1_000_000_000;
-        format!("[PAUSED {clock}Z -{behind}s [ ]] ")
+        format!("[PAUSED {clock}Z -{behind}s]")
     }
 }
 
