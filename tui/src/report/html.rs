@@ -275,11 +275,22 @@ pub fn page(info: &RunInfo, t: &Timeline, top: usize) -> String {
         ));
         for (i, track) in findings.iter().enumerate() {
             let f = &track.finding;
-            let when: Vec<String> = track
-                .episodes
-                .iter()
-                .map(|(a, b)| format!("{}–{}", axis.clock(*a), axis.clock(*b)))
-                .collect();
+            let span = |(a, b): &(u64, u64)| format!("{}–{}", axis.clock(*a), axis.clock(*b));
+            let episodes = &track.episodes;
+            // A pattern that comes and goes: its first and last stays, and how many.
+            let when: Vec<String> = if episodes.len() > 6 {
+                let active: u64 = episodes.iter().map(|(a, b)| b - a).sum();
+                let mut w: Vec<String> = episodes[..3].iter().map(span).collect();
+                w.push(format!(
+                    "… ({} stays, {} in all) …",
+                    episodes.len(),
+                    secs(active)
+                ));
+                w.extend(episodes[episodes.len() - 2..].iter().map(span));
+                w
+            } else {
+                episodes.iter().map(span).collect()
+            };
             let _ = write!(
                 out,
                 "<div class=\"finding {}\" id=\"finding-{i}\"><div class=\"sum\">{} {}: {}</div>",

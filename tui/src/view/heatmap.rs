@@ -263,7 +263,12 @@ pub fn render(
     let inner = block.inner(area);
     let columns = usize::from(inner.width.saturating_sub(LABEL_WIDTH + 1));
     let frames: Vec<&HistFrame> = history.frames_until(snap.seq, columns).collect();
-    let interval_ns = frames.last().map_or(snap.interval_ns, |f| f.interval_ns);
+    // The longest interval is the set one: the last of a run (cut by quit) may be shorter.
+    let interval_ns = frames
+        .iter()
+        .map(|f| f.interval_ns)
+        .max()
+        .unwrap_or(snap.interval_ns);
     let hists: Vec<Option<Log2Hist>> = frames
         .iter()
         .map(|f| column(f, &subject, kind).map(Column::hist))
