@@ -14,11 +14,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use ratatui::buffer::Buffer;
 
-use crate::{
-    model::{Snapshot, findings::Evidence},
-    report,
-    view::findings::severity_word,
-};
+use crate::{model::Snapshot, report, view::findings::severity_word};
 
 /// The buffer's cells as lines of text, trailing blanks trimmed.
 pub fn screen_text(buffer: &Buffer) -> String {
@@ -60,7 +56,7 @@ pub fn markdown(screen: &str, snap: &Snapshot, host: &str, unix_ms: u64) -> Stri
             let evidence: Vec<String> = f
                 .evidence
                 .iter()
-                .map(|(k, v)| format!("{k}={}", evidence_text(v)))
+                .map(|(k, v)| format!("{k}={}", report::html::evidence_text(v)))
                 .collect();
             let _ = writeln!(out, "  - evidence: {}", evidence.join(", "));
         }
@@ -68,15 +64,6 @@ pub fn markdown(screen: &str, snap: &Snapshot, host: &str, unix_ms: u64) -> Stri
         let _ = writeln!(out, "  - fix: {}", f.fix);
     }
     out
-}
-
-/// An evidence value as text (ratios with one decimal, as the findings print them).
-pub fn evidence_text(value: &Evidence) -> String {
-    match value {
-        Evidence::Count(n) => n.to_string(),
-        Evidence::Ratio(x) => format!("{x:.1}"),
-        Evidence::Text(t) => t.clone(),
-    }
 }
 
 /// `db01` stays, anything unusual in a file name becomes `_`.

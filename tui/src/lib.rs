@@ -14,6 +14,7 @@ pub mod feed;
 pub mod headless;
 pub mod history;
 pub mod model;
+pub mod offline;
 pub mod pipeline;
 pub mod probe;
 pub mod report;

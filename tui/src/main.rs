@@ -5,10 +5,10 @@ use clap::Parser as _;
 use iotop_bpf::{
     app,
     cli::{Cli, Command},
-    demo, headless,
+    demo, headless, offline,
     pipeline::Pipeline,
     probe::{Probes, privilege},
-    report, workload,
+    workload,
 };
 
 fn main() -> ExitCode {
@@ -28,7 +28,7 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Workload(w)) => return workload::run(w),
         Some(Command::Check) => return check(),
         // Reads a file: no privileges, no probes.
-        Some(Command::Report(args)) => return report::html::run(args),
+        Some(Command::Report(args)) => return offline::run(args),
         Some(Command::Demo(args)) => return demo::run(args),
         None => {}
     }

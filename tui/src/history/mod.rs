@@ -2,7 +2,7 @@
 //! sparklines and heat maps, and a bounded store of past snapshots for stepping back through
 //! them while paused (the DVR).
 //!
-//! This is view state, owned by the live view ([`crate::app::App`]); the model knows nothing
+//! This is view state, owned by the live view (`app::App`); the model knows nothing
 //! of it and keeps no history of its own. It only reads [`Snapshot`]s, like every other
 //! consumer. Two stores with two bounds, because a whole snapshot is big (every process with
 //! four histograms, twice) and a heat map needs only a few numbers per subject and interval:

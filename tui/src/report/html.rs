@@ -2,10 +2,11 @@
 //! scripts, nothing fetched) from a recording, for a post-mortem or a ticket. `-o FILE.svg`
 //! writes one heat map alone, for slides.
 //!
-//! Another consumer of [`Snapshot`]s: the recording is replayed through the same pipeline
-//! as `--replay --json`, each interval folded into a [`Timeline`] as it comes, then drawn.
+//! Another consumer of [`crate::model::Snapshot`]s: the `report` command (`offline.rs`) replays the recording
+//! through the same pipeline as `--replay --json` and folds each interval into a [`Timeline`];
+//! this draws it.
 
-use std::{fmt::Write as _, io::Write as _, os::unix::fs::OpenOptionsExt as _, path::Path};
+use std::fmt::Write as _;
 
 use anyhow::{Context as _, Result, bail};
 
@@ -16,93 +17,42 @@ use super::{
 };
 use crate::{
     cli::{HeatLatency, Report},
+    model::findings::Evidence,
     model::{Log2Hist, findings::Severity},
-    pipeline::{Pipeline, RunInfo, Step},
     units,
-    view::findings::severity_word,
 };
+
+/// `CRIT`, `WARN`, `INFO`: as the live view and the text report write them.
+fn severity_word(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Critical => "CRIT",
+        Severity::Warning => "WARN",
+        Severity::Info => "INFO",
+    }
+}
+
+/// An evidence value as text (ratios with one decimal, as the findings print them).
+pub fn evidence_text(value: &Evidence) -> String {
+    match value {
+        Evidence::Count(n) => n.to_string(),
+        Evidence::Ratio(x) => format!("{x:.1}"),
+        Evidence::Text(t) => t.clone(),
+    }
+}
 
 /// Processes listed per table, and heat maps drawn for the top waiters.
 const PROC_HEAT_MAPS: usize = 6;
 
-pub fn run(args: &Report) -> Result<()> {
-    let kind = match args
-        .output
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("html" | "htm") => Output::Html,
-        Some("svg") => Output::Svg,
-        _ => bail!(
-            "{}: the output must end in .html (the report) or .svg (one heat map)",
-            args.output.display()
-        ),
-    };
-    let (info, timeline) = read(&args.recording)?;
-    let body = match kind {
-        Output::Html => page(&info, &timeline, args.top),
-        Output::Svg => single_heat_map(&info, &timeline, args)?,
-    };
-    write_private(&args.output, &body)?;
-    eprintln!(
-        "iotop-bpf: wrote {} ({} intervals, {} KiB)",
-        args.output.display(),
-        timeline.intervals,
-        body.len() >> 10
-    );
-    Ok(())
+/// What the page says about the run (from the recording's header).
+#[derive(Clone, Debug)]
+pub struct Meta {
+    pub host: String,
+    pub kernel: String,
+    /// Wall clock at the start of the run, ms since the epoch.
+    pub started_unix_ms: u64,
 }
 
-enum Output {
-    Html,
-    Svg,
-}
-
-/// Replays the recording as fast as it reads and folds every interval into a timeline.
-pub fn read(path: &Path) -> Result<(RunInfo, Timeline)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("start the async runtime")?;
-    runtime.block_on(async {
-        let mut pipeline = Pipeline::replay(path, None)?;
-        let mut timeline = Timeline::new();
-        while let Step::Interval(snap) = pipeline.next().await? {
-            timeline.add(&snap);
-        }
-        if timeline.intervals == 0 {
-            bail!(
-                "{} holds no complete interval: nothing to report",
-                path.display()
-            );
-        }
-        Ok((pipeline.info().clone(), timeline))
-    })
-}
-
-/// The report names other processes and their files: readable by its owner only.
-fn write_private(path: &Path, body: &str) -> Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("create {}", path.display()))?;
-    // An existing file keeps its mode through open(): make it private too.
-    std::fs::set_permissions(
-        path,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600),
-    )
-    .with_context(|| format!("make {} private", path.display()))?;
-    file.write_all(body.as_bytes())
-        .and_then(|()| file.flush())
-        .with_context(|| format!("write {}", path.display()))
-}
-
-fn axis(info: &RunInfo, t: &Timeline) -> TimeAxis {
+fn axis(info: &Meta, t: &Timeline) -> TimeAxis {
     TimeAxis {
         start_ns: 0,
         end_ns: t.end_ns.max(1),
@@ -198,7 +148,7 @@ td:nth-child(2),th:nth-child(2){text-align:left}.meta{color:#555}\
 .note{color:#666;font-size:12px}svg.chart{display:block;margin:4px 0 12px;max-width:100%;height:auto}";
 
 /// The whole page.
-pub fn page(info: &RunInfo, t: &Timeline, top: usize) -> String {
+pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
     let axis = axis(info, t);
     let mut out = String::with_capacity(256 << 10);
     let start = rfc3339(info.started_unix_ms);
@@ -307,7 +257,7 @@ pub fn page(info: &RunInfo, t: &Timeline, top: usize) -> String {
                 let evidence: Vec<String> = f
                     .evidence
                     .iter()
-                    .map(|(k, v)| format!("{k}={}", crate::capture::evidence_text(v)))
+                    .map(|(k, v)| format!("{k}={}", evidence_text(v)))
                     .collect();
                 let _ = write!(
                     out,
@@ -553,7 +503,7 @@ fn proc_table(out: &mut String, title: &str, procs: &[&ProcTrack]) {
 }
 
 /// One heat map alone (`-o FILE.svg`): `--disk` or `--pid`, else the busiest disk.
-fn single_heat_map(info: &RunInfo, t: &Timeline, args: &Report) -> Result<String> {
+pub fn single_heat_map(info: &Meta, t: &Timeline, args: &Report) -> Result<String> {
     let axis = axis(info, t);
     if let Some(pid) = args.pid {
         let Some(p) = t.procs.get(&pid) else {
@@ -622,13 +572,11 @@ mod tests {
     use super::*;
     use crate::history::fixtures::snapshot_at;
 
-    fn timeline() -> (RunInfo, Timeline) {
-        let info = RunInfo {
+    fn timeline() -> (Meta, Timeline) {
+        let info = Meta {
             host: "db<01>".into(),
             kernel: "6.18".into(),
-            started_ns: 0,
             started_unix_ms: 1_795_305_600_000,
-            interval_ns: 1_000_000_000,
         };
         let mut t = Timeline::new();
         for seq in 1..=90 {

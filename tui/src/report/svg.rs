@@ -261,7 +261,7 @@ pub fn heat_map(
             r#"<rect class="h{level}" x="{x:.1}" y="{legend_y:.1}" width="14" height="11"/><text class="lbl" x="{:.1}" y="{:.1}">≥{}</text>"#,
             x + 17.0,
             legend_y + 9.0,
-            crate::view::trend::count(from)
+            units::count(from)
         );
         x += 70.0;
     }
@@ -282,7 +282,7 @@ pub enum Scale {
 
 fn format_y(scale: Scale, v: f64) -> String {
     match scale {
-        Scale::Rate => crate::view::trend::count(v.round().max(0.0) as u64),
+        Scale::Rate => units::count(v.round().max(0.0) as u64),
         Scale::Bytes => units::bytes(v) + "/s",
         #[expect(
             clippy::cast_possible_truncation,

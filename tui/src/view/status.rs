@@ -51,8 +51,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
 /// `[PAUSED 12:03:04Z]`, and while stepping back `[PAUSED 12:03:04Z -42s]`: the wall-clock
 /// time (UTC) of the interval on screen, and how far behind the newest it is.
 fn paused_label(snap: &Snapshot, ui: &UiState) -> String {
-    let at = crate::report::rfc3339(ui.started_unix_ms + snap.elapsed_ns / 1_000_000);
-    let clock = &at[11..19];
+    let clock = units::time_of_day(ui.started_unix_ms + snap.elapsed_ns / 1_000_000);
     if ui.back == 0 {
         format!("[PAUSED {clock}Z]")
     } else {

@@ -100,17 +100,7 @@ impl Shading {
     }
 }
 
-/// A count, short: `7`, `950`, `1.2k`, `34k`, `1.1M`.
-pub fn count(n: u64) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "display")]
-    let f = n as f64;
-    match n {
-        0..1_000 => n.to_string(),
-        1_000..10_000 => format!("{:.1}k", f / 1e3),
-        10_000..1_000_000 => format!("{:.0}k", f / 1e3),
-        _ => format!("{:.1}M", f / 1e6),
-    }
-}
+pub use crate::units::count;
 
 #[cfg(test)]
 mod tests {
@@ -142,13 +132,5 @@ mod tests {
         );
         assert_eq!(Shading::new(1).level(1), 4);
         assert_eq!(Shading::new(2).thresholds(), [Some(1), None, None, Some(2)]);
-    }
-
-    #[test]
-    fn counts_are_short() {
-        assert_eq!(count(950), "950");
-        assert_eq!(count(1_234), "1.2k");
-        assert_eq!(count(34_000), "34k");
-        assert_eq!(count(1_100_000), "1.1M");
     }
 }
