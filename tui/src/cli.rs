@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Live, top-like view of Linux storage I/O: who does it, how slow it is, and why",
     after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
-                  s or < > sort, r reverse, / filter, c cumulative, ? help.\n\
+                  s or < > sort, r reverse, / filter, c cumulative, H heat map, [ ] step back, \
+                  w save the screen, ? help.\n\
                   Needs root (or CAP_BPF + CAP_PERFMON): sudo iotop-bpf"
 )]
 pub struct Cli {
