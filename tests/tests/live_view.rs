@@ -123,7 +123,7 @@ fn keys_work_and_q_restores_the_terminal() {
     tmux.wait_for("iotop-bpf keys");
     tmux.keys("Escape");
     tmux.keys("space");
-    tmux.wait_for("[PAUSED]");
+    tmux.wait_for("[PAUSED ");
     tmux.keys("c");
     tmux.wait_for("[TOTALS]");
     tmux.keys("q");
@@ -195,4 +195,51 @@ fn a_recording_replays_in_the_live_view() {
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(!tmux.alternate_screen());
     let _ = std::fs::remove_file(recording);
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn w_saves_the_screen_and_shows_where() {
+    if !require_root("w_saves_the_screen_and_shows_where") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("iotop-bpf-w-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tmux = Tmux::start(
+        "capture",
+        &format!(
+            "cd {} && {} -d 0.5; echo EXIT=$?; sleep 120",
+            dir.display(),
+            binary().display()
+        ),
+    );
+    tmux.wait_for("Latency");
+    tmux.keys("w");
+    let screen = tmux.wait_for("saved ");
+    let shown = screen
+        .lines()
+        .find_map(|l| l.split("saved ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{screen}"))
+        .to_string();
+    assert!(shown.starts_with("./iotop-bpf-"), "{screen}");
+    let text = dir.join(shown.trim_start_matches("./"));
+    let saved = std::fs::read_to_string(&text).unwrap();
+    assert!(
+        saved.contains("Processes") && saved.contains("PID     COMM"),
+        "the process table is in the capture:\n{saved}"
+    );
+    assert_eq!(saved.lines().count(), 24, "the whole 80x24 screen");
+    let md = std::fs::read_to_string(text.with_extension("md")).unwrap();
+    assert!(md.contains("## Findings") && md.contains("```"), "{md}");
+    for path in [&text, &text.with_extension("md")] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+    }
+    tmux.keys("q");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,12 +3,17 @@
 use anyhow::{Context as _, Result};
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt as _;
-use ratatui::{Terminal, backend::Backend};
+use ratatui::{
+    Terminal,
+    backend::{Backend, TestBackend},
+};
 
 use crate::{
+    capture,
     cli::Cli,
+    history::History,
     model::Snapshot,
-    pipeline::{Pipeline, Step},
+    pipeline::{Pipeline, RunInfo, Step},
     shutdown::Shutdown,
     term::TerminalGuard,
     view::{self, Focus, Theme, UiState, disks, procs},
@@ -25,8 +30,14 @@ pub enum Flow {
 pub struct App {
     pub ui: UiState,
     pub theme: Theme,
-    /// The snapshot on screen (frozen while paused).
+    /// The snapshot on screen (frozen while paused; a past one while stepping back).
     pub shown: Snapshot,
+    /// The intervals before (sparklines, heat maps, stepping back); recorded while paused.
+    pub history: History,
+    /// The terminal's size at the last draw: the size of a screen capture.
+    pub size: (u16, u16),
+    /// Where `w` writes (the current directory when `None`).
+    pub capture_dir: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -35,14 +46,92 @@ impl App {
             ui,
             theme: Theme::default(),
             shown: Snapshot::default(),
+            history: History::default(),
+            size: (80, 24),
+            capture_dir: None,
         }
     }
 
-    /// A new interval closed; shown unless paused.
+    /// A new interval closed: recorded, and shown unless paused.
     pub fn update(&mut self, snap: Snapshot) {
-        if !self.ui.paused {
+        self.history.push(&snap, self.ui.selected_pid);
+        if self.ui.paused {
+            self.ui.back = self.back_of(self.shown.seq);
+        } else {
             self.shown = snap;
+            self.ui.back = 0;
         }
+    }
+
+    /// Intervals between `seq` and the newest recorded (0 before the first interval).
+    fn back_of(&self, seq: u64) -> u64 {
+        if seq == 0 {
+            return 0;
+        }
+        self.history
+            .frames()
+            .back()
+            .map_or(0, |f| f.seq.saturating_sub(seq))
+    }
+
+    /// Pauses and shows the kept interval `delta` intervals away from the one on screen
+    /// (stops at the oldest and the newest kept).
+    fn step(&mut self, delta: i64) {
+        self.ui.paused = true;
+        let target = self.shown.seq.saturating_add_signed(delta);
+        let found = if delta < 0 {
+            // The nearest kept interval at or before the target (never past the oldest).
+            (1..=target)
+                .rev()
+                .take(crate::history::FRAMES)
+                .find_map(|seq| self.history.snapshot(seq))
+                .or_else(|| self.history.snapshot_back(usize::MAX).map(|(s, _)| s))
+        } else {
+            self.history.snapshot(target)
+        };
+        if let Some(snap) = found
+            && snap.seq != self.shown.seq
+        {
+            self.shown = snap.clone();
+        }
+        self.ui.back = self.back_of(self.shown.seq);
+    }
+
+    /// Leaves the pause on the newest interval kept.
+    fn resume(&mut self) {
+        self.ui.paused = false;
+        if self.ui.back > 0
+            && let Some((newest, _)) = self.history.snapshot_back(0)
+        {
+            self.shown = newest.clone();
+        }
+        self.ui.back = 0;
+    }
+
+    /// Writes the screen as it is now (text and Markdown) and says where on the key line.
+    fn capture(&mut self) {
+        let (width, height) = self.size;
+        let mut terminal = match Terminal::new(TestBackend::new(width, height)) {
+            Ok(terminal) => terminal,
+            Err(e) => {
+                self.ui.message = Some(format!("could not capture the screen: {e}"));
+                return;
+            }
+        };
+        if let Err(e) = self.draw(&mut terminal) {
+            self.ui.message = Some(format!("could not capture the screen: {e:#}"));
+            return;
+        }
+        let text = capture::screen_text(terminal.backend().buffer());
+        let at = self.ui.started_unix_ms + self.shown.elapsed_ns / 1_000_000;
+        let md = capture::markdown(&text, &self.shown, &self.ui.host, at);
+        let now = crate::report::unix_ms_now();
+        self.ui.message = Some(
+            match capture::write(self.capture_dir.as_deref(), &self.ui.host, now, &text, &md) {
+                Ok(path) => format!("saved {} (and .md)", path.display()),
+                Err(e) => format!("could not save the screen: {e:#}"),
+            },
+        );
     }
 
     pub fn on_event(&mut self, event: &Event) -> Flow {
@@ -57,6 +146,7 @@ impl App {
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
             return Flow::Quit;
         }
+        ui.message = None;
         if ui.editing_filter {
             match key.code {
                 KeyCode::Enter => ui.editing_filter = false,
@@ -88,7 +178,16 @@ impl App {
         }
         match key.code {
             KeyCode::Char('q') => return Flow::Quit,
-            KeyCode::Char(' ' | 'p') => ui.paused = !ui.paused,
+            KeyCode::Char(' ' | 'p') if ui.paused => self.resume(),
+            KeyCode::Char(' ' | 'p') => ui.paused = true,
+            KeyCode::Char('[') | KeyCode::Left => self.step(-1),
+            KeyCode::Char(']') | KeyCode::Right => self.step(1),
+            KeyCode::Char('H') => ui.show_heatmap = !ui.show_heatmap,
+            KeyCode::Char('l') => {
+                ui.heat_kind = ui.heat_kind.next();
+                ui.show_heatmap = true;
+            }
+            KeyCode::Char('w') => self.capture(),
             KeyCode::Tab | KeyCode::BackTab => {
                 ui.focus = match ui.focus {
                     Focus::Processes => Focus::Disks,
@@ -162,19 +261,23 @@ impl App {
         }
     }
 
-    pub fn draw(&self, terminal: &mut Terminal<impl Backend>) -> Result<()> {
-        terminal
-            .draw(|frame| view::render(frame, &self.shown, &self.ui, &self.theme))
+    pub fn draw(&mut self, terminal: &mut Terminal<impl Backend>) -> Result<()> {
+        let completed = terminal
+            .draw(|frame| {
+                view::render(frame, &self.shown, &self.history, &self.ui, &self.theme);
+            })
             .map_err(|e| anyhow::anyhow!("draw the screen: {e}"))?;
+        self.size = (completed.area.width, completed.area.height);
         Ok(())
     }
 }
 
 /// The view's starting state: `-p PID` becomes the filter.
-fn initial_ui(cli: &Cli, host: String, kernel: String, notes: Vec<String>) -> UiState {
+fn initial_ui(cli: &Cli, info: &RunInfo, notes: Vec<String>) -> UiState {
     UiState {
-        host,
-        kernel,
+        host: info.host.clone(),
+        kernel: info.kernel.clone(),
+        started_unix_ms: info.started_unix_ms,
         notes,
         filter: cli
             .pids
@@ -189,24 +292,44 @@ fn initial_ui(cli: &Cli, host: String, kernel: String, notes: Vec<String>) -> Ui
 /// The live view over a pipeline (the probes, or a recording replayed at its recorded pace
 /// times `--speed`, where pause stops the clock). The pipeline is started before the
 /// terminal is taken, so a failure to load the probes prints plainly.
-pub async fn run(cli: &Cli, mut pipeline: Pipeline) -> Result<()> {
+pub async fn run(cli: &Cli, pipeline: Pipeline) -> Result<()> {
+    run_captioned(cli, pipeline, None).await
+}
+
+/// How often captions are looked for (the demo changes them every few seconds at most).
+const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// [`run`], with captions (the demo's) shown on the key line as they arrive.
+pub async fn run_captioned(
+    cli: &Cli,
+    mut pipeline: Pipeline,
+    captions: Option<std::sync::mpsc::Receiver<String>>,
+) -> Result<()> {
     let mut shutdown = Shutdown::install().context("install signal handlers")?;
     let mut notes = pipeline.notes();
     if let Some(path) = &cli.replay {
         notes.insert(0, format!("replaying {}", path.display()));
     }
     let info = pipeline.info().clone();
-    let mut app = App::new(initial_ui(cli, info.host, info.kernel, notes));
+    let mut app = App::new(initial_ui(cli, &info, notes));
     let mut guard = TerminalGuard::enter()?;
     let mut input = EventStream::new();
     let mut intervals = 0u64;
     let mut ended = false;
+    let mut caption_poll = tokio::time::interval(CAPTION_POLL);
     app.draw(guard.terminal())?;
     loop {
         pipeline.hold(app.ui.paused);
         tokio::select! {
             biased;
             () = shutdown.recv() => break,
+            _ = caption_poll.tick(), if captions.is_some() => {
+                let latest = captions.as_ref().and_then(|rx| rx.try_iter().last());
+                if latest.is_some() {
+                    app.ui.caption = latest;
+                    app.draw(guard.terminal())?;
+                }
+            }
             event = input.next() => match event {
                 Some(Ok(event)) => {
                     if app.on_event(&event) == Flow::Quit {
@@ -391,5 +514,96 @@ mod tests {
         assert!(!app.ui.show_help);
         press(&mut app, KeyCode::Char('c'));
         assert!(app.ui.cumulative);
+    }
+
+    fn app_with_history() -> App {
+        use crate::history::fixtures::{INTERVALS, snapshot_at};
+        let mut app = App::new(UiState::default());
+        for seq in 1..=INTERVALS {
+            app.update(snapshot_at(seq));
+        }
+        app
+    }
+
+    #[test]
+    fn stepping_back_pauses_and_shows_past_intervals() {
+        let mut app = app_with_history();
+        assert_eq!(app.shown.seq, 90);
+        press(&mut app, KeyCode::Char('['));
+        assert!(app.ui.paused, "stepping back pauses");
+        assert_eq!((app.shown.seq, app.ui.back), (89, 1));
+        press(&mut app, KeyCode::Left);
+        press(&mut app, KeyCode::Left);
+        assert_eq!((app.shown.seq, app.ui.back), (87, 3));
+        press(&mut app, KeyCode::Right);
+        assert_eq!(app.shown.seq, 88);
+        // New intervals keep arriving while paused: the screen stays, "back" grows.
+        app.update(crate::history::fixtures::snapshot_at(91));
+        assert_eq!((app.shown.seq, app.ui.back), (88, 3));
+        for _ in 0..200 {
+            press(&mut app, KeyCode::Char('['));
+        }
+        assert_eq!(app.shown.seq, 1, "stops at the oldest kept interval");
+        for _ in 0..200 {
+            press(&mut app, KeyCode::Char(']'));
+        }
+        assert_eq!((app.shown.seq, app.ui.back), (91, 0), "and at the newest");
+        press(&mut app, KeyCode::Left);
+        press(&mut app, KeyCode::Char(' '));
+        assert!(!app.ui.paused);
+        assert_eq!(
+            (app.shown.seq, app.ui.back),
+            (91, 0),
+            "resuming shows the newest"
+        );
+    }
+
+    #[test]
+    fn heat_map_keys() {
+        let mut app = app();
+        assert!(!app.ui.show_heatmap);
+        press(&mut app, KeyCode::Char('H'));
+        assert!(app.ui.show_heatmap);
+        assert_eq!(app.ui.heat_kind, crate::view::HeatKind::Device);
+        press(&mut app, KeyCode::Char('l'));
+        assert_eq!(app.ui.heat_kind, crate::view::HeatKind::Sync);
+        press(&mut app, KeyCode::Char('l'));
+        assert_eq!(app.ui.heat_kind, crate::view::HeatKind::Total);
+        press(&mut app, KeyCode::Char('H'));
+        assert!(!app.ui.show_heatmap);
+    }
+
+    #[test]
+    fn w_saves_the_screen_as_drawn_and_says_where() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("iotop-bpf-app-w-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut app = app();
+        app.ui.host = "db01".into();
+        app.capture_dir = Some(dir.clone());
+        app.size = (100, 30);
+        press(&mut app, KeyCode::Char('w'));
+        let message = app.ui.message.clone().unwrap();
+        assert!(message.starts_with("saved "), "{message}");
+        let path = std::path::PathBuf::from(
+            message
+                .trim_start_matches("saved ")
+                .trim_end_matches(" (and .md)"),
+        );
+        assert!(path.starts_with(&dir), "{}", path.display());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 30);
+        assert!(
+            text.contains("PID     COMM") && text.contains("lab001"),
+            "{text}"
+        );
+        let md = std::fs::read_to_string(path.with_extension("md")).unwrap();
+        assert!(md.contains("write_amplification"), "{md}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        press(&mut app, KeyCode::Char('j'));
+        assert!(app.ui.message.is_none(), "the next key clears the message");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

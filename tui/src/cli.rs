@@ -17,7 +17,8 @@ use crate::export::{
     propagate_version = true,
     about = "Live, top-like view of Linux storage I/O: who does it, how slow it is, and why",
     after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
-                  s or < > sort, r reverse, / filter, c cumulative, ? help.\n\
+                  s or < > sort, r reverse, / filter, c cumulative, H heat map, [ ] step back, \
+                  w save the screen, ? help.\n\
                   Needs root, or CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH (plus CAP_SYS_PTRACE and \
                   CAP_SYSLOG for every feature; see the README's Requirements): sudo iotop-bpf"
 )]
@@ -76,6 +77,57 @@ pub enum Command {
     Check,
     /// Run headless and serve Prometheus metrics at http://ADDR/metrics until stopped.
     Serve(Serve),
+    /// Build a self-contained HTML report (or one SVG heat map) from a recording; no root.
+    Report(Report),
+    /// Show the catalogue of pathologies one at a time on a scratch loop-backed filesystem,
+    /// with a caption for each (for a projector). Needs root.
+    Demo(Demo),
+}
+
+#[derive(Debug, Args)]
+pub struct Report {
+    /// The recording (from --record).
+    pub recording: PathBuf,
+    /// The page to write (FILE.html), or one heat map (FILE.svg).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// For .svg: the disk to draw (default: the busiest).
+    #[arg(long, value_name = "NAME", conflicts_with = "pid")]
+    pub disk: Option<String>,
+    /// For .svg: a process to draw instead of a disk.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// For .svg: which latency (default: device time for a disk, sync calls for a process).
+    #[arg(long, value_enum)]
+    pub latency: Option<HeatLatency>,
+    /// Processes per table.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+/// The latency a standalone heat map shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HeatLatency {
+    Total,
+    Queue,
+    Device,
+    Sync,
+}
+
+#[derive(Debug, Args)]
+pub struct Demo {
+    /// Seconds each step runs.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub step_seconds: u64,
+    /// Text reports with the captions between them, instead of the live view.
+    #[arg(short, long)]
+    pub batch: bool,
+    /// Only these steps (comma-separated names: see the captions), in catalogue order.
+    #[arg(long, value_delimiter = ',', value_name = "STEP")]
+    pub only: Vec<String>,
+    /// Seconds per interval.
+    #[arg(short, long, value_name = "SECS", default_value = "1", value_parser = parse_delay)]
+    pub delay: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +156,53 @@ pub enum Workload {
     DioTail(DioTail),
     /// I/O that should raise no finding (aligned direct, big sequential, database-like).
     Healthy(Healthy),
+    /// bpf-perf-workshop's lab001 as it ships: 128-byte writes each fsynced, a 2 MiB write
+    /// every 200th, over a 50 MiB file rewritten from the start; runs until stopped.
+    Lab001(Lab001),
+    /// The classic `fio -rw=randwrite -bs=4k -size=100m -direct=1 -numjobs=2 -ioengine=libaio`,
+    /// without fio: Linux AIO (io_submit) O_DIRECT random writes from two processes.
+    AioRandwrite(AioRandwrite),
+}
+
+#[derive(Debug, Args)]
+pub struct Lab001 {
+    /// Directory for lab001.data (on the filesystem to look at).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Stop after this many seconds (default: run until stopped, as the original).
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Stop after this many writes.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Keep lab001.data afterwards.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AioRandwrite {
+    /// Directory for the job files (one per job, as fio lays them out).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Bytes per job file (fio's -size).
+    #[arg(long, default_value_t = 100 << 20)]
+    pub size: u64,
+    /// Bytes per write (fio's -bs; a multiple of 512).
+    #[arg(long, default_value_t = 4096)]
+    pub bs: u64,
+    /// Processes, each with its own file (fio's -numjobs).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
+    /// Writes in flight per job (fio's -iodepth).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub iodepth: u32,
+    /// Keep writing (time-based) for this many seconds; default: each block once, like fio.
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Keep the job files afterwards.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]

@@ -7,13 +7,17 @@
 //! [`export`]er taps the pipeline's snapshots.
 
 pub mod app;
+pub mod capture;
 pub mod cli;
 pub mod decode;
+pub mod demo;
 pub mod export;
 pub mod feed;
 pub mod generate;
 pub mod headless;
+pub mod history;
 pub mod model;
+pub mod offline;
 pub mod pipeline;
 pub mod probe;
 pub mod report;

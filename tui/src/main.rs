@@ -5,7 +5,7 @@ use clap::Parser as _;
 use iotop_bpf::{
     app,
     cli::{Cli, Command, Serve},
-    export, generate, headless,
+    demo, export, generate, headless, offline,
     pipeline::Pipeline,
     probe::{Probes, privilege},
     serve, workload,
@@ -42,6 +42,9 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Workload(w)) => return workload::run(w),
         Some(Command::Check) => return check(),
         Some(Command::Serve(args)) => return serve(args),
+        // Reads a file: no privileges, no probes.
+        Some(Command::Report(args)) => return offline::run(args),
+        Some(Command::Demo(args)) => return demo::run(args),
         None => {}
     }
     // A bad or busy address fails before anything is loaded.

@@ -30,6 +30,24 @@ pub fn bytes(n: f64) -> String {
     }
 }
 
+/// A count, short: `7`, `950`, `1.2k`, `34k`, `1.1M`.
+pub fn count(n: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let f = n as f64;
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..10_000 => format!("{:.1}k", f / 1e3),
+        10_000..1_000_000 => format!("{:.0}k", f / 1e3),
+        _ => format!("{:.1}M", f / 1e6),
+    }
+}
+
+/// The UTC time of day, `HH:MM:SS`, of milliseconds since the epoch.
+pub fn time_of_day(unix_ms: u64) -> String {
+    let s = unix_ms / 1000 % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
 /// Seconds as `h:mm:ss`.
 pub fn elapsed(ns: u64) -> String {
     let s = ns / 1_000_000_000;
@@ -53,5 +71,19 @@ mod tests {
     #[test]
     fn elapsed_is_clock_like() {
         assert_eq!(elapsed(3_723_000_000_000), "1:02:03");
+    }
+
+    #[test]
+    fn counts_are_short() {
+        assert_eq!(count(950), "950");
+        assert_eq!(count(1_234), "1.2k");
+        assert_eq!(count(34_000), "34k");
+        assert_eq!(count(1_100_000), "1.1M");
+    }
+
+    #[test]
+    fn time_of_day_is_utc() {
+        assert_eq!(time_of_day(1_795_305_601_250), "00:00:01");
+        assert_eq!(time_of_day(3_723_000), "01:02:03");
     }
 }

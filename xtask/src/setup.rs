@@ -14,9 +14,10 @@ const BUILD_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "zlib1g-dev",
 ];
-/// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; man
-/// and systemd-analyze for the package check; sqlite3 and python3 for the evaluation corpus
-/// (tests/corpus).
+/// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
+/// for the live view's; man and systemd-analyze for the package check; sqlite3 and python3
+/// for the evaluation corpus (tests/corpus); chromium renders the HTML report in the
+/// report's.
 const TEST_PACKAGES: &[&str] = &[
     "xfsprogs",
     "fio",
@@ -27,6 +28,7 @@ const TEST_PACKAGES: &[&str] = &[
     "systemd",
     "sqlite3",
     "python3",
+    "chromium",
 ];
 /// Installed without their recommendations: the exporter's end-to-end test runs a private
 /// Prometheus and promtool, and prometheus recommends a node exporter that would start as a

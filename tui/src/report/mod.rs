@@ -1,7 +1,10 @@
 //! Headless output: the batch text report (like `iotop -b`) and the JSON contract.
 
+pub mod html;
 pub mod json;
+pub mod svg;
 pub mod text;
+pub mod timeline;
 
 use crate::model::{ProcRow, Snapshot};
 

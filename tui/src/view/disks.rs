@@ -1,4 +1,5 @@
-//! The disks pane, iostat -x style.
+//! The disks pane, iostat -x style; on wide terminals (150 columns and more) each disk also
+//! gets sparklines of its IOPS, MB/s and p99 over the history kept (10 minutes at 1 s).
 
 use ratatui::{
     Frame,
@@ -7,11 +8,18 @@ use ratatui::{
     widgets::{Block, Borders, Row, Table, TableState},
 };
 
-use super::{Focus, Theme, UiState, procs::period_secs, theme::SELECTED_SYMBOL};
+use super::{Focus, Theme, UiState, procs::period_secs, theme::SELECTED_SYMBOL, trend::sparkline};
 use crate::{
+    history::History,
     model::{DiskFigures, DiskRow, Snapshot},
     units,
 };
+
+/// Width of the fixed columns (with the wide extras, spacing and the selection mark): the
+/// sparklines get what is left.
+const FIXED_WIDTH: u16 = 116;
+/// Narrowest useful sparkline.
+const MIN_SPARK: u16 = 8;
 
 pub fn figures<'a>(row: &'a DiskRow, ui: &UiState) -> &'a DiskFigures {
     if ui.cumulative {
@@ -26,10 +34,44 @@ pub fn visible<'a>(snap: &'a Snapshot, _ui: &UiState) -> Vec<&'a DiskRow> {
     snap.disks.iter().collect()
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+/// Per interval up to the one on screen: (IOPS, bytes/s, p99 ns) of a disk.
+fn trends(history: &History, snap: &Snapshot, row: &DiskRow) -> [Vec<f64>; 3] {
+    let mut out: [Vec<f64>; 3] = Default::default();
+    for frame in history.frames_until(snap.seq, crate::history::FRAMES) {
+        #[expect(clippy::cast_precision_loss, reason = "display rates")]
+        let secs = frame.interval_ns.max(1) as f64 / 1e9;
+        let point = frame.disk(row.dev);
+        #[expect(clippy::cast_precision_loss, reason = "display rates")]
+        let values = point.map_or([0.0; 3], |d| {
+            [
+                d.requests as f64 / secs,
+                d.bytes as f64 / secs,
+                d.p99_ns as f64,
+            ]
+        });
+        for (series, value) in out.iter_mut().zip(values) {
+            series.push(value);
+        }
+    }
+    out
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    history: &History,
+    ui: &UiState,
+    theme: &Theme,
+) {
     let rows = visible(snap, ui);
     let secs = period_secs(snap, ui);
     let wide = area.width >= 110;
+    // What is left after the fixed columns, split in three sparklines (1 column of spacing).
+    let spark = (area.width.saturating_sub(FIXED_WIDTH) / 3)
+        .saturating_sub(1)
+        .min(40);
+    let sparks = wide && spark >= MIN_SPARK && !ui.cumulative;
     let rate = |n: u64| {
         #[expect(clippy::cast_precision_loss, reason = "display rates")]
         let n = n as f64;
@@ -58,6 +100,10 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
             Constraint::Length(7),
         ]);
     }
+    if sparks {
+        header.extend(["IOPS trend", "MB/s trend", "p99 trend"]);
+        widths.extend([Constraint::Length(spark); 3]);
+    }
     let body: Vec<Row> = rows
         .iter()
         .map(|d| {
@@ -80,6 +126,11 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
                     units::latency(f.device.p50_ns),
                     units::latency(f.latency.p99_ns),
                 ]);
+            }
+            if sparks {
+                for series in trends(history, snap, d) {
+                    cells.push(sparkline(&series, usize::from(spark)));
+                }
             }
             Row::new(cells)
         })

@@ -8,6 +8,7 @@
 //! ├ Findings ─ ‼ CRIT write_amplification lab001 (pid 42): ... (if any) ─┤
 //! ├ D state ─ PID/TID COMM BLOCKED EPISODES WHERE (if any thread is stuck) ┤
 //! ├ Latency ─ selected disk/process: queue hist │ device hist ───────────┤
+//! │   or (H) its heat map: latency over time, sparklines of rates and p99 │
 //! └ keys / filter prompt / degraded notes                                ┘
 //! ```
 
@@ -15,12 +16,14 @@ pub mod detail;
 pub mod disks;
 pub mod dstate;
 pub mod findings;
+pub mod heatmap;
 pub mod help;
 pub mod latency;
 pub mod procs;
 mod state;
 pub mod status;
 pub mod theme;
+pub mod trend;
 
 use ratatui::{
     Frame,
@@ -29,16 +32,18 @@ use ratatui::{
 };
 
 pub use self::{
-    state::{Focus, SortKey, UiState},
+    state::{Focus, HeatKind, SortKey, UiState},
     theme::Theme,
 };
-use crate::model::Snapshot;
+use crate::{history::History, model::Snapshot};
 
 /// Below this the panes cannot show their columns: say so instead of drawing garbage.
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 16;
 
-pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+/// Draws the whole screen: `snap` is the interval on screen (the newest, or a past one while
+/// stepping back), `history` what came before it (sparklines, heat maps).
+pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiState, theme: &Theme) {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let msg = format!(
@@ -90,7 +95,7 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     ])
     .areas(area);
     status::render(frame, status_area, snap, ui, theme);
-    disks::render(frame, disks_area, snap, ui, theme);
+    disks::render(frame, disks_area, snap, history, ui, theme);
     procs::render(frame, procs_area, snap, ui, theme);
     if finding_rows > 0 {
         findings::render(frame, findings_area, snap, theme);
@@ -98,7 +103,11 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, ui: &UiState, theme: &Theme) {
     if dstate_rows > 0 {
         dstate::render(frame, dstate_area, snap, theme);
     }
-    latency::render(frame, latency_area, snap, ui, theme);
+    if ui.show_heatmap {
+        heatmap::render(frame, latency_area, snap, history, ui, theme);
+    } else {
+        latency::render(frame, latency_area, snap, ui, theme);
+    }
     status::render_keys(frame, keys_area, ui, theme);
     if ui.show_detail {
         // Everything between the status line and the key line.

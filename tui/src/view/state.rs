@@ -83,6 +83,31 @@ impl SortKey {
     }
 }
 
+/// The latency a heat map shows (`l` cycles them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum HeatKind {
+    /// Created to completed.
+    Total,
+    /// Created to issued.
+    Queue,
+    /// Issued to completed.
+    #[default]
+    Device,
+    /// A process's sync calls (fsync and friends).
+    Sync,
+}
+
+impl HeatKind {
+    pub fn next(self) -> Self {
+        match self {
+            Self::Total => Self::Queue,
+            Self::Queue => Self::Device,
+            Self::Device => Self::Sync,
+            Self::Sync => Self::Total,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct UiState {
     pub focus: Focus,
@@ -108,4 +133,15 @@ pub struct UiState {
     pub kernel: String,
     /// Degraded sources, shown once in the status line.
     pub notes: Vec<String>,
+    /// The bottom pane shows the latency heat map over time instead of the histograms.
+    pub show_heatmap: bool,
+    pub heat_kind: HeatKind,
+    /// While paused: how many intervals before the newest the screen shows (stepping back).
+    pub back: u64,
+    /// Wall clock (ms since the epoch) at the run's start: the time of an interval on screen.
+    pub started_unix_ms: u64,
+    /// A one-off message for the key line (where a screen capture went); cleared by a key.
+    pub message: Option<String>,
+    /// What to look at now (the demo's caption), on the key line until replaced.
+    pub caption: Option<String>,
 }

@@ -35,13 +35,29 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
             theme.warn,
         ));
     }
+    // The modes go right after the name: on a narrow terminal the end of the line is cut off.
     if ui.cumulative {
-        spans.push(Span::styled("[TOTALS] ", theme.key));
+        spans.insert(1, Span::styled(" [TOTALS]", theme.key));
     }
     if ui.paused {
-        spans.push(Span::styled("[PAUSED] ", theme.warn));
+        spans.insert(
+            1,
+            Span::styled(format!(" {}", paused_label(snap, ui)), theme.warn),
+        );
     }
     frame.render_widget(Line::from(spans), area);
+}
+
+/// `[PAUSED 12:03:04Z]`, and while stepping back `[PAUSED 12:03:04Z -42s]`: the wall-clock
+/// time (UTC) of the interval on screen, and how far behind the newest it is.
+fn paused_label(snap: &Snapshot, ui: &UiState) -> String {
+    let clock = units::time_of_day(ui.started_unix_ms + snap.elapsed_ns / 1_000_000);
+    if ui.back == 0 {
+        format!("[PAUSED {clock}Z]")
+    } else {
+        let behind = ui.back * snap.interval_ns / 1_000_000_000;
+        format!("[PAUSED {clock}Z -{behind}s]")
+    }
 }
 
 pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
@@ -51,6 +67,10 @@ pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
             Span::raw(format!("{}_", ui.filter)),
             Span::styled("  Enter apply  Esc clear", theme.dim),
         ])
+    } else if let Some(message) = &ui.message {
+        Line::from(Span::styled(message.clone(), theme.key))
+    } else if let Some(caption) = &ui.caption {
+        Line::from(Span::styled(caption.clone(), theme.warn))
     } else if let Some(note) = ui.notes.first() {
         Line::from(vec![
             Span::styled("degraded: ", theme.warn),
@@ -66,6 +86,9 @@ pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
             ("/", "filter"),
             ("c", "totals"),
             ("?", "help"),
+            ("H", "heat map"),
+            ("[ ]", "past"),
+            ("w", "save"),
         ] {
             spans.push(Span::styled(key, theme.key));
             spans.push(Span::raw(format!(" {what}  ")));

@@ -3,7 +3,10 @@
 use ratatui::{Terminal, backend::TestBackend};
 
 use super::*;
-use crate::model::{Dev, fixtures::demo_snapshot};
+use crate::{
+    history::fixtures::{INTERVALS, demo_history},
+    model::{Dev, fixtures::demo_snapshot},
+};
 
 fn ui() -> UiState {
     UiState {
@@ -14,9 +17,19 @@ fn ui() -> UiState {
 }
 
 fn draw(width: u16, height: u16, snap: &Snapshot, ui: &UiState) -> Terminal<TestBackend> {
+    draw_with(width, height, snap, &History::default(), ui)
+}
+
+fn draw_with(
+    width: u16,
+    height: u16,
+    snap: &Snapshot,
+    history: &History,
+    ui: &UiState,
+) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     terminal
-        .draw(|frame| render(frame, snap, ui, &Theme::default()))
+        .draw(|frame| render(frame, snap, history, ui, &Theme::default()))
         .unwrap();
     terminal
 }
@@ -128,4 +141,112 @@ fn a_tiny_terminal_gets_a_message_not_a_panic() {
 fn an_empty_snapshot_renders() {
     let screen = text(&draw(80, 24, &Snapshot::default(), &ui()));
     assert!(screen.contains("no block I/O"), "{screen}");
+}
+
+fn history_ui() -> UiState {
+    UiState {
+        // 2026-11-22T00:00:00Z: past intervals have a readable time of day.
+        started_unix_ms: 1_795_305_600_000,
+        ..ui()
+    }
+}
+
+#[test]
+fn heat_map_of_a_disk_80x24() {
+    let history = demo_history();
+    let snap = history.snapshot(INTERVALS).unwrap().clone();
+    let mut ui = history_ui();
+    ui.show_heatmap = true;
+    ui.focus = Focus::Disks;
+    ui.selected_disk = Some(Dev::new(7, 0));
+    let screen = text(&draw_with(80, 24, &snap, &history, &ui));
+    assert!(screen.contains("Heat map disk loop0"), "{screen}");
+    assert!(screen.contains('█') && screen.contains('░'), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn heat_map_of_a_process_sync_latency_120x40() {
+    let history = demo_history();
+    let snap = history.snapshot(INTERVALS).unwrap().clone();
+    let mut ui = history_ui();
+    ui.show_heatmap = true;
+    ui.heat_kind = HeatKind::Sync;
+    ui.selected_pid = Some(5689);
+    let screen = text(&draw_with(120, 40, &snap, &history, &ui));
+    assert!(
+        screen.contains("Heat map pid 5689 lab001: sync call latency"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn the_heat_map_shows_the_spike_where_it_happened() {
+    let history = demo_history();
+    let snap = history.snapshot(INTERVALS).unwrap().clone();
+    let mut ui = history_ui();
+    ui.show_heatmap = true;
+    ui.focus = Focus::Disks;
+    ui.selected_disk = Some(Dev::new(7, 0));
+    let screen = text(&draw_with(120, 40, &snap, &history, &ui));
+    // loop0's device time sat at 256us-1ms and jumped 16x for intervals 40 to 54: the rows
+    // of 4 ms and more are lit there only, 36 to 50 columns left of the newest.
+    let axis = screen.lines().find(|l| l.contains('└')).unwrap();
+    let right = axis.chars().count() - 1;
+    let slow = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with("4ms│"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    let lit: Vec<usize> = slow
+        .chars()
+        .enumerate()
+        .filter(|(_, c)| "░▒▓█".contains(*c))
+        .map(|(i, _)| right - i)
+        .collect();
+    assert!(!lit.is_empty(), "{screen}");
+    assert!(
+        lit.iter().all(|back| (36..=50).contains(back)),
+        "{lit:?}\n{screen}"
+    );
+}
+
+#[test]
+fn paused_in_the_past_80x24() {
+    let history = demo_history();
+    let snap = history.snapshot(45).unwrap().clone();
+    let mut ui = history_ui();
+    ui.paused = true;
+    ui.back = INTERVALS - 45;
+    ui.focus = Focus::Disks;
+    ui.selected_disk = Some(Dev::new(7, 0));
+    let screen = text(&draw_with(80, 24, &snap, &history, &ui));
+    assert!(screen.contains("[PAUSED 00:00:45Z -45s]"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn paused_in_the_past_with_the_heat_map_120x40() {
+    let history = demo_history();
+    let snap = history.snapshot(45).unwrap().clone();
+    let mut ui = history_ui();
+    ui.paused = true;
+    ui.back = INTERVALS - 45;
+    ui.show_heatmap = true;
+    ui.focus = Focus::Disks;
+    ui.selected_disk = Some(Dev::new(7, 0));
+    let screen = text(&draw_with(120, 40, &snap, &history, &ui));
+    assert!(screen.contains("[PAUSED 00:00:45Z -45s]"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn wide_disks_pane_has_sparklines_160x40() {
+    let history = demo_history();
+    let snap = history.snapshot(INTERVALS).unwrap().clone();
+    let screen = text(&draw_with(160, 40, &snap, &history, &history_ui()));
+    let loop0 = screen.lines().find(|l| l.starts_with("loop0")).unwrap();
+    assert!(screen.contains("IOPS trend"), "{screen}");
+    assert!(loop0.contains('█') && loop0.contains('▁'), "{loop0}");
+    insta::assert_snapshot!(screen);
 }

@@ -15,6 +15,9 @@ pub struct Theme {
     pub queue_bar: Style,
     pub device_bar: Style,
     pub key: Style,
+    /// Heat map cells by shade level (0 empty to 4 busiest); the shade character carries the
+    /// level too.
+    pub heat: [Style; 5],
 }
 
 impl Default for Theme {
@@ -31,6 +34,14 @@ impl Default for Theme {
             queue_bar: Style::new().fg(Color::Magenta),
             device_bar: Style::new().fg(Color::Green),
             key: Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            // Gregg's heat maps run from pale to deep as the count grows.
+            heat: [
+                Style::new(),
+                Style::new().fg(Color::Yellow),
+                Style::new().fg(Color::LightRed),
+                Style::new().fg(Color::Red),
+                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            ],
         }
     }
 }

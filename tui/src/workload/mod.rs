@@ -1,10 +1,12 @@
 //! Built-in workloads: reproducers of the classic pathologies (and of healthy I/O) for demos,
 //! workshops and the end-to-end tests. They need no privileges, only a file system.
 
+mod aio_randwrite;
 mod dio_tail;
 mod direct_io;
 mod dstate;
 mod healthy;
+mod lab001;
 mod small_sync;
 
 use std::time::Duration;
@@ -20,6 +22,8 @@ pub fn run(workload: &Workload) -> Result<()> {
         Workload::Dstate(args) => dstate::run(args),
         Workload::DioTail(args) => dio_tail::run(args),
         Workload::Healthy(args) => healthy::run(args),
+        Workload::Lab001(args) => lab001::run(args),
+        Workload::AioRandwrite(args) => aio_randwrite::run(args),
     }
 }
 

@@ -1,0 +1,70 @@
+//! `iotop-bpf demo`: the catalogue on scratch filesystems it makes and removes itself.
+
+use std::process::Command;
+
+use iotop_bpf_integration::{binary, require_root};
+
+fn leftovers() -> Vec<String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let mut found: Vec<String> = mounts
+        .lines()
+        .filter(|l| l.contains("iotop-bpf-demo-"))
+        .map(String::from)
+        .collect();
+    let loops = Command::new("losetup").arg("-a").output().unwrap();
+    found.extend(
+        String::from_utf8_lossy(&loops.stdout)
+            .lines()
+            .filter(|l| l.contains("iotop-bpf-demo-"))
+            .map(String::from),
+    );
+    found
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn the_demo_shows_each_step_with_its_caption_and_cleans_up() {
+    if !require_root("the_demo_shows_each_step_with_its_caption_and_cleans_up") {
+        return;
+    }
+    let out = Command::new(binary())
+        .args([
+            "demo",
+            "--batch",
+            "--only",
+            "small-sync,aio-randwrite",
+            "--step-seconds",
+            "3",
+        ])
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("=== demo 1/2 small-sync: 128-byte appends"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("=== demo 2/2 aio-randwrite:"), "{stdout}");
+    assert!(stdout.contains("=== demo over"), "{stdout}");
+    assert!(
+        stdout.contains("FINDING critical write_amplification"),
+        "the small-sync step is named: {stdout}"
+    );
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+
+    // Without root it says so plainly.
+    let (dir, exe) = iotop_bpf_integration::unprivileged_copy("demo");
+    let out = std::os::unix::process::CommandExt::uid(&mut Command::new(&exe), 65534)
+        .arg("demo")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the demo needs root"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

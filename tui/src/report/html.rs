@@ -1,0 +1,644 @@
+//! `iotop-bpf report REC -o FILE.html`: one self-contained page (inline CSS and SVG, no
+//! scripts, nothing fetched) from a recording, for a post-mortem or a ticket. `-o FILE.svg`
+//! writes one heat map alone, for slides.
+//!
+//! Another consumer of [`crate::model::Snapshot`]s: the `report` command (`offline.rs`) replays the recording
+//! through the same pipeline as `--replay --json` and folds each interval into a [`Timeline`];
+//! this draws it.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{
+    rfc3339,
+    svg::{self, BarRow, Scale, TimeAxis, esc},
+    timeline::{DiskCell, ProcTrack, Timeline},
+};
+use crate::{
+    cli::{HeatLatency, Report},
+    model::findings::Evidence,
+    model::{Log2Hist, findings::Severity},
+    units,
+};
+
+/// `CRIT`, `WARN`, `INFO`: as the live view and the text report write them.
+fn severity_word(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Critical => "CRIT",
+        Severity::Warning => "WARN",
+        Severity::Info => "INFO",
+    }
+}
+
+/// An evidence value as text (ratios with one decimal, as the findings print them).
+pub fn evidence_text(value: &Evidence) -> String {
+    match value {
+        Evidence::Count(n) => n.to_string(),
+        Evidence::Ratio(x) => format!("{x:.1}"),
+        Evidence::Text(t) => t.clone(),
+    }
+}
+
+/// Processes listed per table, and heat maps drawn for the top waiters.
+const PROC_HEAT_MAPS: usize = 6;
+
+/// What the page says about the run (from the recording's header).
+#[derive(Clone, Debug)]
+pub struct Meta {
+    pub host: String,
+    pub kernel: String,
+    /// Wall clock at the start of the run, ms since the epoch.
+    pub started_unix_ms: u64,
+}
+
+fn axis(info: &Meta, t: &Timeline) -> TimeAxis {
+    TimeAxis {
+        start_ns: 0,
+        end_ns: t.end_ns.max(1),
+        started_unix_ms: info.started_unix_ms,
+    }
+}
+
+/// Columns of a disk's heat map: each bucket's span and the chosen histogram.
+fn disk_columns(
+    t: &Timeline,
+    cells: &[DiskCell],
+    pick: fn(&DiskCell) -> Log2Hist,
+) -> Vec<(u64, u64, Log2Hist)> {
+    cells
+        .iter()
+        .enumerate()
+        .map(|(b, c)| {
+            (
+                t.bucket_start_ns(b),
+                t.bucket_start_ns(b + 1).min(t.end_ns),
+                pick(c),
+            )
+        })
+        .collect()
+}
+
+fn proc_columns(t: &Timeline, p: &ProcTrack, sync: bool) -> Vec<(u64, u64, Log2Hist)> {
+    p.cells
+        .iter()
+        .map(|(&b, c)| {
+            (
+                t.bucket_start_ns(b),
+                t.bucket_start_ns(b + 1).min(t.end_ns),
+                if sync { c.sync } else { c.total },
+            )
+        })
+        .collect()
+}
+
+/// Per bucket of a disk: (time at the bucket's middle, value).
+fn disk_series(
+    t: &Timeline,
+    cells: &[DiskCell],
+    value: impl Fn(&DiskCell, f64) -> f64,
+) -> Vec<(u64, f64)> {
+    cells
+        .iter()
+        .enumerate()
+        .map(|(b, c)| {
+            let from = t.bucket_start_ns(b);
+            let to = t.bucket_start_ns(b + 1).min(t.end_ns).max(from + 1);
+            #[expect(clippy::cast_precision_loss, reason = "rates")]
+            let secs = (to - from) as f64 / 1e9;
+            (from + (to - from) / 2, value(c, secs))
+        })
+        .collect()
+}
+
+#[expect(clippy::cast_precision_loss, reason = "rates")]
+fn per_s(n: u64, secs: f64) -> f64 {
+    n as f64 / secs
+}
+
+#[expect(clippy::cast_precision_loss, reason = "latencies")]
+fn ns_f(n: u64) -> f64 {
+    n as f64
+}
+
+fn bytes(n: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let text = units::bytes(n as f64);
+    text
+}
+
+fn secs(ns: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let s = ns as f64 / 1e9;
+    if s >= 10.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+const PAGE_CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1240px;color:#222;background:#fff}\
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}\
+h3{font-size:15px;margin:18px 0 6px}table{border-collapse:collapse;margin:6px 0}\
+td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}th{background:#f2f4f7}\
+td:nth-child(2),th:nth-child(2){text-align:left}.meta{color:#555}\
+.finding{border-left:5px solid #999;padding:6px 12px;margin:10px 0;background:#fafafa}\
+.finding.critical{border-color:#c62828}.finding.warning{border-color:#ef8f00}.finding.info{border-color:#3b78c2}\
+.finding .sum{font-weight:600}.ev{font-family:ui-monospace,monospace;font-size:12px;color:#444}\
+.note{color:#666;font-size:12px}svg.chart{display:block;margin:4px 0 12px;max-width:100%;height:auto}";
+
+/// The whole page.
+pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
+    let axis = axis(info, t);
+    let mut out = String::with_capacity(256 << 10);
+    let start = rfc3339(info.started_unix_ms);
+    let end = rfc3339(info.started_unix_ms + t.end_ns / 1_000_000);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <title>iotop-bpf report: {host}</title><style>{PAGE_CSS}{}</style></head><body>\
+         <h1>iotop-bpf report: {host}</h1>\
+         <p class=\"meta\">kernel {kernel} &middot; {start} to {end} (UTC) &middot; {} &middot; {} intervals of {:.1} s{} &middot; {} events, {} dropped</p>",
+        svg::css(),
+        secs(t.end_ns),
+        t.intervals,
+        t.interval_ns as f64 / 1e9,
+        if t.per_bucket > 1 {
+            format!(
+                ", drawn {} intervals per column (p50 averaged, p99 and p99.9 the worst of them)",
+                t.per_bucket
+            )
+        } else {
+            String::new()
+        },
+        t.events_received,
+        t.events_dropped,
+        host = esc(&info.host),
+        kernel = esc(&info.kernel),
+    );
+
+    // Findings first: they are the point; each is placed on the timeline and linked.
+    let findings: Vec<_> = {
+        let mut f: Vec<_> = t.findings.values().collect();
+        f.sort_by(|a, b| {
+            b.finding
+                .severity
+                .cmp(&a.finding.severity)
+                .then(a.episodes[0].0.cmp(&b.episodes[0].0))
+        });
+        f
+    };
+    let _ = write!(
+        out,
+        "<h2 id=\"findings\">Findings ({})</h2>",
+        findings.len()
+    );
+    if findings.is_empty() {
+        out.push_str("<p>No pathological pattern was found in this recording.</p>");
+    } else {
+        let rows: Vec<BarRow> = findings
+            .iter()
+            .enumerate()
+            .map(|(i, track)| {
+                let f = &track.finding;
+                BarRow {
+                    label: format!(
+                        "{} {} {}",
+                        severity_word(f.severity),
+                        f.kind.name(),
+                        subject(f, t)
+                    ),
+                    class: match f.severity {
+                        Severity::Critical => "crit",
+                        Severity::Warning => "warn",
+                        Severity::Info => "info",
+                    },
+                    spans: track.episodes.clone(),
+                    link: Some(format!("finding-{i}")),
+                }
+            })
+            .collect();
+        out.push_str(&svg::bars(
+            "Findings over time (click one for its evidence and fix)",
+            &axis,
+            &rows,
+        ));
+        for (i, track) in findings.iter().enumerate() {
+            let f = &track.finding;
+            let span = |(a, b): &(u64, u64)| format!("{}–{}", axis.clock(*a), axis.clock(*b));
+            let episodes = &track.episodes;
+            // A pattern that comes and goes: its first and last stays, and how many.
+            let when: Vec<String> = if episodes.len() > 6 {
+                let active: u64 = episodes.iter().map(|(a, b)| b - a).sum();
+                let mut w: Vec<String> = episodes[..3].iter().map(span).collect();
+                w.push(format!(
+                    "… ({} stays, {} in all) …",
+                    episodes.len(),
+                    secs(active)
+                ));
+                w.extend(episodes[episodes.len() - 2..].iter().map(span));
+                w
+            } else {
+                episodes.iter().map(span).collect()
+            };
+            let _ = write!(
+                out,
+                "<div class=\"finding {}\" id=\"finding-{i}\"><div class=\"sum\">{} {}: {}</div>",
+                f.severity.name(),
+                severity_word(f.severity),
+                esc(f.kind.name()),
+                esc(&f.summary)
+            );
+            let _ = write!(out, "<div>seen {}</div>", esc(&when.join(", ")));
+            if !f.files.is_empty() {
+                let _ = write!(out, "<div>files: {}</div>", esc(&f.files.join(", ")));
+            }
+            if !f.evidence.is_empty() {
+                let evidence: Vec<String> = f
+                    .evidence
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", evidence_text(v)))
+                    .collect();
+                let _ = write!(
+                    out,
+                    "<div class=\"ev\">evidence: {}</div>",
+                    esc(&evidence.join(", "))
+                );
+            }
+            let _ = write!(
+                out,
+                "<div><b>why:</b> {}</div><div><b>fix:</b> {}</div></div>",
+                esc(&f.why),
+                esc(&f.fix)
+            );
+        }
+    }
+
+    // Disks: rates, throughput, percentiles, then queue and device heat maps.
+    out.push_str("<h2 id=\"disks\">Disks</h2>");
+    let busy = |cells: &[DiskCell]| {
+        cells
+            .iter()
+            .any(|c| c.latency.count > 0 || c.reads + c.writes > 0)
+    };
+    let mut shown = 0;
+    for track in t.disks.values().filter(|d| busy(&d.cells)) {
+        shown += 1;
+        let name = esc(&track.name);
+        let total_requests: u64 = track.cells.iter().map(|c| c.reads + c.writes).sum();
+        let total_bytes: u64 = track
+            .cells
+            .iter()
+            .map(|c| c.read_bytes + c.write_bytes)
+            .sum();
+        let _ = write!(
+            out,
+            "<h3 id=\"disk-{name}\">{name}</h3><p class=\"meta\">{total_requests} reads and writes, {} moved</p>",
+            bytes(total_bytes)
+        );
+        out.push_str(&svg::lines(
+            &format!("{} IOPS", track.name),
+            &axis,
+            Scale::Rate,
+            &[
+                (
+                    "reads/s",
+                    disk_series(t, &track.cells, |c, s| per_s(c.reads, s)),
+                ),
+                (
+                    "writes/s",
+                    disk_series(t, &track.cells, |c, s| per_s(c.writes, s)),
+                ),
+            ],
+        ));
+        out.push_str(&svg::lines(
+            &format!("{} throughput", track.name),
+            &axis,
+            Scale::Bytes,
+            &[
+                (
+                    "read",
+                    disk_series(t, &track.cells, |c, s| per_s(c.read_bytes, s)),
+                ),
+                (
+                    "write",
+                    disk_series(t, &track.cells, |c, s| per_s(c.write_bytes, s)),
+                ),
+            ],
+        ));
+        out.push_str(&svg::lines(
+            &format!("{} latency percentiles", track.name),
+            &axis,
+            Scale::Latency,
+            &[
+                (
+                    "p50",
+                    disk_series(t, &track.cells, |c, _| ns_f(c.latency.p50_ns())),
+                ),
+                (
+                    "p99",
+                    disk_series(t, &track.cells, |c, _| ns_f(c.latency.p99_ns)),
+                ),
+                (
+                    "p99.9",
+                    disk_series(t, &track.cells, |c, _| ns_f(c.latency.p999_ns)),
+                ),
+            ],
+        ));
+        out.push_str(&svg::heat_map(
+            &format!("{} queue time heat map (created → issued)", track.name),
+            &axis,
+            &disk_columns(t, &track.cells, |c| c.queue),
+            false,
+        ));
+        out.push_str(&svg::heat_map(
+            &format!("{} device time heat map (issued → completed)", track.name),
+            &axis,
+            &disk_columns(t, &track.cells, |c| c.device),
+            false,
+        ));
+    }
+    if shown == 0 {
+        out.push_str("<p>No block I/O in this recording.</p>");
+    }
+
+    // Processes: the top movers and the top waiters, with the waiters' heat maps.
+    out.push_str("<h2 id=\"processes\">Processes</h2>");
+    let by_bytes = t.top_procs(|p| p.read_bytes + p.write_bytes, top);
+    let by_wait = t.top_procs(|p| p.sync_ns, top);
+    proc_table(&mut out, "By bytes moved", &by_bytes);
+    proc_table(
+        &mut out,
+        "By time waiting in sync calls (fsync and friends)",
+        &by_wait,
+    );
+    let mut drawn: Vec<u32> = Vec::new();
+    for p in by_wait.iter().chain(&by_bytes).take(PROC_HEAT_MAPS) {
+        if drawn.contains(&p.tgid) {
+            continue;
+        }
+        drawn.push(p.tgid);
+        let sync = p.syncs > 0;
+        out.push_str(&svg::heat_map(
+            &format!(
+                "pid {} {}: {} heat map",
+                p.tgid,
+                p.comm,
+                if sync {
+                    "sync call latency"
+                } else {
+                    "request latency"
+                }
+            ),
+            &axis,
+            &proc_columns(t, p, sync),
+            false,
+        ));
+    }
+
+    // D state.
+    let _ = write!(
+        out,
+        "<h2 id=\"dstate\">D state ({} stays over 1 ms)</h2>",
+        t.episodes.len()
+    );
+    if t.episodes.is_empty() {
+        out.push_str("<p>No thread was seen blocked in D state for over 1 ms.</p>");
+    } else {
+        let mut by_thread: Vec<(u32, u64)> = Vec::new();
+        for e in &t.episodes {
+            match by_thread.iter_mut().find(|(tid, _)| *tid == e.tid) {
+                Some((_, total)) => *total += e.to_ns - e.from_ns,
+                None => by_thread.push((e.tid, e.to_ns - e.from_ns)),
+            }
+        }
+        by_thread.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let rows: Vec<BarRow> = by_thread
+            .iter()
+            .take(20)
+            .map(|&(tid, total)| {
+                let mine: Vec<_> = t.episodes.iter().filter(|e| e.tid == tid).collect();
+                let e = mine[0];
+                BarRow {
+                    label: format!(
+                        "{} (pid {}, tid {tid}): {} in D, in {}",
+                        e.comm,
+                        e.tgid,
+                        secs(total),
+                        e.site
+                    ),
+                    class: if mine.iter().any(|e| e.open) {
+                        "open"
+                    } else {
+                        "dst"
+                    },
+                    spans: mine.iter().map(|e| (e.from_ns, e.to_ns)).collect(),
+                    link: None,
+                }
+            })
+            .collect();
+        out.push_str(&svg::bars(
+            "Threads in D state (uninterruptible sleep)",
+            &axis,
+            &rows,
+        ));
+        out.push_str("<p class=\"note\">Lighter bars: still blocked when the recording ended.</p>");
+    }
+    let _ = write!(
+        out,
+        "<p class=\"note\">Made by iotop-bpf {} from a recording, offline: no script, nothing fetched.</p></body></html>",
+        env!("CARGO_PKG_VERSION")
+    );
+    out
+}
+
+/// Whom a finding is about: a process, or a disk by its name.
+fn subject(f: &crate::model::findings::Finding, t: &Timeline) -> String {
+    match (f.tgid, &f.dev) {
+        (Some(pid), _) => format!("{} (pid {pid})", f.comm),
+        (None, Some(dev)) => format!(
+            "disk {}",
+            t.disks
+                .get(dev)
+                .map_or_else(|| dev.to_string(), |d| d.name.clone())
+        ),
+        (None, None) => String::new(),
+    }
+}
+
+fn proc_table(out: &mut String, title: &str, procs: &[&ProcTrack]) {
+    let _ = write!(out, "<h3>{}</h3>", esc(title));
+    if procs.is_empty() {
+        out.push_str("<p>None.</p>");
+        return;
+    }
+    out.push_str(
+        "<table><tr><th>pid</th><th>command</th><th>read</th><th>written</th><th>requests</th>\
+         <th>p99 (worst)</th><th>syncs</th><th>time in sync</th><th>sync p99 (worst)</th>\
+         <th>amplification</th><th>time in D</th></tr>",
+    );
+    for p in procs {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.tgid,
+            esc(&p.comm),
+            bytes(p.read_bytes),
+            bytes(p.write_bytes),
+            p.requests,
+            units::latency(p.p99_ns),
+            p.syncs,
+            secs(p.sync_ns),
+            if p.syncs > 0 {
+                units::latency(p.sync_p99_ns)
+            } else {
+                "-".into()
+            },
+            p.amplification
+                .map_or_else(|| "-".into(), |a| format!("{a:.0}x")),
+            secs(p.dstate_ns),
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// One heat map alone (`-o FILE.svg`): `--disk` or `--pid`, else the busiest disk.
+pub fn single_heat_map(info: &Meta, t: &Timeline, args: &Report) -> Result<String> {
+    let axis = axis(info, t);
+    if let Some(pid) = args.pid {
+        let Some(p) = t.procs.get(&pid) else {
+            bail!(
+                "{}: pid {pid} did no I/O in this recording (or was not among the {} busiest)",
+                args.recording.display(),
+                t.procs.len()
+            );
+        };
+        let sync = match args.latency {
+            Some(HeatLatency::Sync) => true,
+            None => p.syncs > 0,
+            Some(HeatLatency::Total) => false,
+            Some(other) => {
+                bail!("--latency {other:?} is per disk; a process has total or sync latency",)
+            }
+        };
+        let what = if sync {
+            "sync call latency"
+        } else {
+            "request latency"
+        };
+        return Ok(svg::heat_map(
+            &format!("{}: pid {pid} {} {what}", info.host, p.comm),
+            &axis,
+            &proc_columns(t, p, sync),
+            true,
+        ));
+    }
+    let track = match &args.disk {
+        Some(name) => t
+            .disks
+            .values()
+            .find(|d| &d.name == name)
+            .with_context(|| {
+                let names: Vec<&str> = t.disks.values().map(|d| d.name.as_str()).collect();
+                format!(
+                    "{}: no disk {name} in this recording (it has {})",
+                    args.recording.display(),
+                    names.join(", ")
+                )
+            })?,
+        None => t
+            .disks
+            .values()
+            .max_by_key(|d| d.cells.iter().map(|c| c.reads + c.writes).sum::<u64>())
+            .with_context(|| format!("{}: no disk in this recording", args.recording.display()))?,
+    };
+    let (pick, what): (fn(&DiskCell) -> Log2Hist, &str) =
+        match args.latency.unwrap_or(HeatLatency::Device) {
+            HeatLatency::Total => (|c| c.total, "total latency"),
+            HeatLatency::Queue => (|c| c.queue, "queue time"),
+            HeatLatency::Device => (|c| c.device, "device time"),
+            HeatLatency::Sync => bail!("--latency sync is per process: add --pid PID"),
+        };
+    Ok(svg::heat_map(
+        &format!("{}: {} {what}", info.host, track.name),
+        &axis,
+        &disk_columns(t, &track.cells, pick),
+        true,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::fixtures::snapshot_at;
+
+    fn timeline() -> (Meta, Timeline) {
+        let info = Meta {
+            host: "db<01>".into(),
+            kernel: "6.18".into(),
+            started_unix_ms: 1_795_305_600_000,
+        };
+        let mut t = Timeline::new();
+        for seq in 1..=90 {
+            t.add(&snapshot_at(seq));
+        }
+        (info, t)
+    }
+
+    #[test]
+    fn the_page_has_everything_and_no_script() {
+        let (info, t) = timeline();
+        let html = page(&info, &t, 10);
+        for part in [
+            "<h1>iotop-bpf report: db&lt;01&gt;</h1>",
+            "2026-11-22T00:00:00.000Z to 2026-11-22T00:01:30.000Z",
+            "write_amplification",
+            "why:",
+            "fix:",
+            "loop0 device time heat map",
+            "loop0 queue time heat map",
+            "loop0 latency percentiles",
+            "pid 5689 lab001: sync call latency heat map",
+            "By time waiting in sync calls",
+            "Threads in D state",
+            "href=\"#finding-0\"",
+        ] {
+            assert!(html.contains(part), "{part} missing");
+        }
+        assert!(!html.to_lowercase().contains("<script"));
+        assert!(
+            !html.contains("http://")
+                || html.matches("http://www.w3.org/2000/svg").count()
+                    == html.matches("http://").count()
+        );
+        assert!(!html.contains("https://"));
+        assert!(html.len() < 2 << 20, "{} bytes", html.len());
+    }
+
+    #[test]
+    fn one_svg_heat_map_for_slides() {
+        let (info, t) = timeline();
+        let dir = std::env::temp_dir();
+        let args = |disk: Option<&str>, pid: Option<u32>, latency| Report {
+            recording: dir.join("unused"),
+            output: dir.join("x.svg"),
+            disk: disk.map(String::from),
+            pid,
+            latency,
+            top: 10,
+        };
+        let svg = single_heat_map(&info, &t, &args(Some("loop0"), None, None)).unwrap();
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(svg.contains("loop0 device time"));
+        let svg = single_heat_map(&info, &t, &args(None, Some(5689), None)).unwrap();
+        assert!(svg.contains("sync call latency"));
+        let err = single_heat_map(&info, &t, &args(Some("sdz"), None, None)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("no disk sdz in this recording (it has loop0, nvme0n1)"),
+            "{err:#}"
+        );
+        let err =
+            single_heat_map(&info, &t, &args(None, None, Some(HeatLatency::Sync))).unwrap_err();
+        assert!(format!("{err:#}").contains("add --pid"), "{err:#}");
+    }
+}

@@ -1,0 +1,407 @@
+//! The heat map pane (`H`): the selected disk's or process's latency over time, as Brendan
+//! Gregg draws latency heat maps: time on x (one column per interval, the newest at the
+//! right), log2 latency buckets on y (the slowest at the top), each cell shaded by how many
+//! requests (or sync calls) of that interval fell in that bucket. Shades are characters
+//! (` ░▒▓█`, log scale, relative to the busiest cell in view) so it reads without colour;
+//! any non-zero cell is at least `░`, so outliers stand out. `l` switches between total,
+//! queue and device time, and for a process its sync-call latency. Above the map, three
+//! sparklines give the subject's rates and p99 over the same time.
+//!
+//! It reads the compact history only (see [`crate::history`]), ending at the interval on
+//! screen, so stepping back while paused moves the map with the rest of the screen.
+
+use iotop_bpf_common::hist::SLOTS;
+use ratatui::{
+    Frame,
+    layout::Rect,
+    style::Style,
+    text::{Line, Span},
+    widgets::{Block, Borders, Paragraph},
+};
+
+use super::{
+    Focus, HeatKind, Theme, UiState, disks, procs,
+    trend::{SHADES, Shading, count, sparkline},
+};
+use crate::{
+    history::{Column, Frame as HistFrame, History},
+    model::{Dev, Log2Hist, Snapshot},
+    units,
+};
+
+/// Width of the latency labels left of the map.
+const LABEL_WIDTH: u16 = 7;
+
+/// Whose latency the map shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Disk(Dev, String),
+    Proc(u32, String),
+}
+
+/// The latency pane's subject: the selected disk (disks focused) or process (processes
+/// focused), else the busiest disk of the interval.
+pub fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
+    let disk = || {
+        let rows = disks::visible(snap, ui);
+        let row = ui
+            .selected_disk
+            .and_then(|dev| rows.iter().find(|d| d.dev == dev))
+            .or_else(|| rows.iter().max_by_key(|d| disks::figures(d, ui).requests()))?;
+        Some(Subject::Disk(row.dev, row.name.clone()))
+    };
+    match ui.focus {
+        Focus::Disks => disk(),
+        Focus::Processes => {
+            let rows = procs::visible(snap, ui);
+            match ui
+                .selected_pid
+                .and_then(|pid| rows.iter().find(|p| p.tgid == pid))
+            {
+                Some(row) => Some(Subject::Proc(row.tgid, row.comm.clone())),
+                None => disk(),
+            }
+        }
+    }
+}
+
+/// The kind a subject can show: sync latency is a process's.
+fn effective_kind(subject: &Subject, kind: HeatKind) -> HeatKind {
+    match (subject, kind) {
+        (Subject::Disk(..), HeatKind::Sync) => HeatKind::Total,
+        _ => kind,
+    }
+}
+
+fn column<'a>(frame: &'a HistFrame, subject: &Subject, kind: HeatKind) -> Option<&'a Column> {
+    match subject {
+        Subject::Disk(dev, _) => frame.disk(*dev).map(|d| match kind {
+            HeatKind::Total | HeatKind::Sync => &d.total,
+            HeatKind::Queue => &d.queue,
+            HeatKind::Device => &d.device,
+        }),
+        Subject::Proc(tgid, _) => frame.proc(*tgid).map(|p| match kind {
+            HeatKind::Total => &p.total,
+            HeatKind::Queue => &p.queue,
+            HeatKind::Device => &p.device,
+            HeatKind::Sync => &p.sync,
+        }),
+    }
+}
+
+/// Three series for the sparklines: (label, values per interval, how to print the last).
+type Series = (&'static str, Vec<f64>, fn(f64) -> String);
+
+fn series(frames: &[&HistFrame], subject: &Subject, kind: HeatKind) -> [Series; 3] {
+    #[expect(clippy::cast_precision_loss, reason = "display rates")]
+    let per_s = |n: u64, f: &HistFrame| n as f64 / (f.interval_ns.max(1) as f64 / 1e9);
+    #[expect(clippy::cast_precision_loss, reason = "display latencies")]
+    let ns = |n: u64| n as f64;
+    let rate = |v: f64| count(v.round() as u64);
+    let mb = |v: f64| format!("{:.1}", units::mib(v));
+    let lat = |v: f64| units::latency(v as u64);
+    match subject {
+        Subject::Disk(dev, _) => {
+            let points: Vec<_> = frames.iter().map(|f| (f, f.disk(*dev))).collect();
+            [
+                (
+                    "IOPS",
+                    points
+                        .iter()
+                        .map(|(f, d)| d.map_or(0.0, |d| per_s(d.requests, f)))
+                        .collect(),
+                    rate,
+                ),
+                (
+                    "MB/s",
+                    points
+                        .iter()
+                        .map(|(f, d)| d.map_or(0.0, |d| per_s(d.bytes, f)))
+                        .collect(),
+                    mb,
+                ),
+                (
+                    "p99",
+                    points
+                        .iter()
+                        .map(|(_, d)| d.map_or(0.0, |d| ns(d.p99_ns)))
+                        .collect(),
+                    lat,
+                ),
+            ]
+        }
+        Subject::Proc(tgid, _) => {
+            let points: Vec<_> = frames.iter().map(|f| (f, f.proc(*tgid))).collect();
+            [
+                (
+                    "MB/s",
+                    points
+                        .iter()
+                        .map(|(f, p)| p.map_or(0.0, |p| per_s(p.bytes, f)))
+                        .collect(),
+                    mb,
+                ),
+                (
+                    "sync/s",
+                    points
+                        .iter()
+                        .map(|(f, p)| p.map_or(0.0, |p| per_s(p.syncs, f)))
+                        .collect(),
+                    rate,
+                ),
+                if kind == HeatKind::Sync {
+                    (
+                        "sync p99",
+                        points
+                            .iter()
+                            .map(|(_, p)| p.map_or(0.0, |p| ns(p.sync_p99_ns)))
+                            .collect(),
+                        lat,
+                    )
+                } else {
+                    (
+                        "p99",
+                        points
+                            .iter()
+                            .map(|(_, p)| p.map_or(0.0, |p| ns(p.p99_ns)))
+                            .collect(),
+                        lat,
+                    )
+                },
+            ]
+        }
+    }
+}
+
+/// Label of a row: the lower bound of its slot (`<X` for a row that also takes everything
+/// below).
+fn row_label(slot: usize, folded: bool) -> String {
+    let us = |slot: usize| 1u64 << slot.min(63);
+    let short = |us: u64| match us {
+        0..1_000 => format!("{us}us"),
+        1_000..1_000_000 => format!("{}ms", us / 1_000),
+        _ => format!("{}s", us / 1_000_000),
+    };
+    if folded {
+        format!("<{}", short(us(slot)))
+    } else if slot == 0 {
+        "<1us".to_string()
+    } else {
+        short(us(slot - 1))
+    }
+}
+
+/// The slots to draw, lowest first: `rows` of them (the pane filled, as Gregg's maps show
+/// the whole range), ending at the highest slot used anywhere in view; when the used range is
+/// taller, the lowest row also counts everything below.
+fn slot_rows(hists: &[Log2Hist], rows: usize) -> Option<(usize, usize)> {
+    let highest = hists
+        .iter()
+        .filter_map(|h| h.slots.iter().rposition(|&n| n > 0))
+        .max()?;
+    let start = (highest + 1).saturating_sub(rows.max(1));
+    Some((start, highest))
+}
+
+/// Seconds as a short offset: `-45s`, `-3m`, `-1h`.
+fn ago(secs: u64) -> String {
+    match secs {
+        0 => "now".to_string(),
+        1..120 => format!("-{secs}s"),
+        120..7_200 => format!("-{}m", secs / 60),
+        _ => format!("-{}h", secs / 3_600),
+    }
+}
+
+/// The time axis: `└` then ticks every 10 columns, labelled with the age of that column
+/// relative to the rightmost (the interval on screen).
+fn axis(columns: usize, interval_ns: u64) -> String {
+    let mut chars: Vec<char> = vec!['─'; columns];
+    let mut labels: Vec<(usize, String)> = Vec::new();
+    for back in (0..columns).step_by(10) {
+        let at = columns - 1 - back;
+        chars[at] = '┴';
+        labels.push((at, ago(back as u64 * interval_ns / 1_000_000_000)));
+    }
+    // Labels sit left of their tick where they fit and do not run into the next label.
+    let mut next_free = columns;
+    for (at, label) in labels {
+        let len = label.chars().count();
+        if at + 1 < len + 1 || at > next_free {
+            continue;
+        }
+        let start = at + 1 - len;
+        if at < next_free && start > 0 {
+            for (i, c) in label.chars().enumerate() {
+                chars[start - 1 + i] = c;
+            }
+            next_free = start.saturating_sub(2);
+        }
+    }
+    std::iter::once('└').chain(chars).collect()
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    history: &History,
+    ui: &UiState,
+    theme: &Theme,
+) {
+    let block = Block::new().borders(Borders::TOP);
+    let Some(subject) = subject(snap, ui) else {
+        frame.render_widget(
+            Paragraph::new("no block I/O yet")
+                .style(theme.dim)
+                .block(block.title(Line::styled(" Heat map ", theme.title))),
+            area,
+        );
+        return;
+    };
+    let kind = effective_kind(&subject, ui.heat_kind);
+    let inner = block.inner(area);
+    let columns = usize::from(inner.width.saturating_sub(LABEL_WIDTH + 1));
+    let frames: Vec<&HistFrame> = history.frames_until(snap.seq, columns).collect();
+    // The longest interval is the set one: the last of a run (cut by quit) may be shorter.
+    let interval_ns = frames
+        .iter()
+        .map(|f| f.interval_ns)
+        .max()
+        .unwrap_or(snap.interval_ns);
+    let hists: Vec<Option<Log2Hist>> = frames
+        .iter()
+        .map(|f| column(f, &subject, kind).map(Column::hist))
+        .collect();
+    let used: Vec<Log2Hist> = hists.iter().flatten().copied().collect();
+    let name = match &subject {
+        Subject::Disk(_, name) => format!("disk {name}"),
+        Subject::Proc(pid, comm) => format!("pid {pid} {comm}"),
+    };
+    let what = match (kind, &subject) {
+        (HeatKind::Sync, _) => "sync call latency",
+        (HeatKind::Queue, _) => "queue time",
+        (HeatKind::Device, _) => "device time",
+        (HeatKind::Total, Subject::Disk(..)) if ui.heat_kind == HeatKind::Sync => {
+            "total (sync latency is a process's)"
+        }
+        (HeatKind::Total, _) => "total latency",
+    };
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let step_secs = interval_ns as f64 / 1e9;
+    let span_ns = u64::try_from(frames.len()).unwrap_or(0) * interval_ns;
+    let base = format!(" Heat map {name}: {what}");
+    let detail = format!(
+        ", {} shown, 1 col = {step_secs:.1}s (l: kind)",
+        units::elapsed(span_ns).trim_start_matches("0:")
+    );
+    if inner.height < 3 || columns == 0 {
+        return;
+    }
+    let mut lines: Vec<Line> = Vec::new();
+
+    // Sparklines of the subject's rates and p99, one row, side by side.
+    let spark_row = inner.height >= 5;
+    if spark_row {
+        let all = series(&frames, &subject, kind);
+        let each = usize::from(inner.width) / 3;
+        let mut spans = Vec::new();
+        for (label, values, show) in all {
+            let last = show(values.last().copied().unwrap_or(0.0));
+            let width = each.saturating_sub(label.len() + last.len() + 3).max(1);
+            spans.push(Span::styled(format!("{label} "), theme.key));
+            spans.push(Span::styled(sparkline(&values, width), theme.device_bar));
+            spans.push(Span::raw(format!(" {last:<w$}", w = last.len() + 1)));
+        }
+        lines.push(Line::from(spans));
+    }
+
+    let rows = usize::from(inner.height) - usize::from(spark_row) - 1;
+    let Some((start, highest)) = slot_rows(&used, rows) else {
+        lines.push(Line::styled(
+            "  nothing in view yet for this subject",
+            theme.dim,
+        ));
+        frame.render_widget(Paragraph::new(lines), inner);
+        return;
+    };
+    // Counts per (column, row), the lowest row folding everything below it.
+    let cell = |h: &Log2Hist, slot: usize| -> u64 {
+        if slot == start {
+            h.slots[..=slot].iter().sum()
+        } else {
+            h.slots[slot]
+        }
+    };
+    let max = hists
+        .iter()
+        .flatten()
+        .flat_map(|h| (start..=highest).map(move |s| cell(h, s)))
+        .max()
+        .unwrap_or(0);
+    let shading = Shading::new(max);
+    let folded = used.iter().any(|h| h.slots[..start].iter().any(|&n| n > 0));
+    let pad = columns - hists.len();
+    for slot in (start..=highest.min(SLOTS - 1)).rev() {
+        let label = row_label(slot, folded && slot == start);
+        let mut spans = vec![Span::raw(format!(
+            "{label:>w$}│",
+            w = usize::from(LABEL_WIDTH)
+        ))];
+        spans.push(Span::raw(" ".repeat(pad)));
+        // Runs of one shade share a span (fewer spans, same look).
+        let mut run = String::new();
+        let mut run_level = usize::MAX;
+        for h in &hists {
+            let level = h.as_ref().map_or(0, |h| shading.level(cell(h, slot)));
+            if level != run_level && !run.is_empty() {
+                spans.push(Span::styled(
+                    std::mem::take(&mut run),
+                    heat_style(theme, run_level),
+                ));
+            }
+            run_level = level;
+            run.push(SHADES[level]);
+        }
+        if !run.is_empty() {
+            spans.push(Span::styled(run, heat_style(theme, run_level)));
+        }
+        lines.push(Line::from(spans));
+    }
+    // Empty rows above the slowest bucket, so the axis stays at the bottom.
+    while lines.len() < usize::from(inner.height) - 1 {
+        lines.insert(usize::from(spark_row), Line::raw(""));
+    }
+    let mut legend = vec![Span::raw(format!(
+        "{:>w$}",
+        "",
+        w = usize::from(LABEL_WIDTH)
+    ))];
+    legend.push(Span::styled(axis(columns, interval_ns), theme.dim));
+    lines.push(Line::from(legend));
+    frame.render_widget(Paragraph::new(lines), inner);
+    // The title says what the shades count; the details go first when the line is short.
+    let mut legend = String::from(" ");
+    for (level, min) in shading.thresholds().iter().enumerate() {
+        if let Some(min) = min {
+            legend.push_str(&format!("{}{} ", SHADES[level + 1], count(*min)));
+        }
+    }
+    let width = usize::from(area.width);
+    let title = [format!("{base}{detail} "), format!("{base} ")]
+        .into_iter()
+        .find(|t| t.chars().count() + legend.chars().count() + 4 <= width)
+        .unwrap_or_else(|| format!("{base} "));
+    frame.render_widget(
+        Line::from(vec![
+            Span::styled(title, theme.title),
+            Span::raw("─"),
+            Span::styled(legend, theme.dim),
+        ]),
+        Rect { height: 1, ..area },
+    );
+}
+
+fn heat_style(theme: &Theme, level: usize) -> Style {
+    theme.heat[level.min(theme.heat.len() - 1)]
+}
