@@ -358,11 +358,25 @@ impl Drop for Probes {
     /// turn or from parallel threads. A child process that shares the attachments holds the
     /// last references instead: this process closes its own at once and exits, and the child
     /// (its standard streams closed, so a reader of our output sees the end at once) waits
-    /// for it to be gone, then exits and detaches them in the background.
+    /// for it to be gone, then exits and detaches them in the background. The child keeps
+    /// only the BPF and perf fds: a file, a pipe or a device it held could keep a filesystem
+    /// busy or a reader waiting.
     fn drop(&mut self) {
         if self.links.is_empty() {
             return;
         }
+        // Listed before the fork: the child may only make async-signal-safe calls.
+        let others: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+            .map(|fds| {
+                fds.flatten()
+                    .filter_map(|fd| {
+                        let n = fd.file_name().to_str()?.parse::<i32>().ok()?;
+                        let target = std::fs::read_link(fd.path()).ok()?;
+                        (!target.to_string_lossy().starts_with("anon_inode:")).then_some(n)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut pipe = [0; 2];
         // SAFETY: pipe2 writes two fds into the array.
         if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -372,8 +386,10 @@ impl Drop for Probes {
         // before it exits, as fork in a multithreaded process requires.
         match unsafe { libc::fork() } {
             0 => unsafe {
-                for fd in [0, 1, 2, pipe[1]] {
-                    libc::close(fd);
+                for &fd in others.iter().chain(&[0, 1, 2, pipe[1]]) {
+                    if fd != pipe[0] {
+                        libc::close(fd);
+                    }
                 }
                 let mut byte = 0u8;
                 // Returns at end of file: when this process (the writer) is gone.
