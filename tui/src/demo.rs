@@ -212,6 +212,16 @@ fn stop(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         // SAFETY: kill with a process group we created and a valid signal.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = child.wait();
+        // The leader is reaped but its workers (aio-randwrite forks jobs) may still be
+        // exiting and holding files open on the loop filesystem; unmounting now would fail.
+        // Wait, bounded, until the process group is empty.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        // SAFETY: signal 0 only checks whether the group still has members.
+        while unsafe { libc::kill(-pid, 0) } == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return;
     }
     let _ = child.wait();
 }
