@@ -34,7 +34,9 @@ pub const COUNTER_ISSUE_WITHOUT_START: u32 = 4;
 pub const COUNTER_SYNC_WITHOUT_ENTER: u32 = 5;
 /// A D episode was replaced or dropped because its wakeup was never seen.
 pub const COUNTER_DSTATE_STALE: u32 = 6;
-pub const COUNTER_COUNT: u32 = 7;
+/// Records put in the ring buffer: with the dropped ones, every record the probes produced.
+pub const COUNTER_RING_SUBMITTED: u32 = 7;
+pub const COUNTER_COUNT: u32 = 8;
 
 /// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
 /// overflows. Cumulative since the probes were loaded; user space takes differences.

@@ -5,7 +5,7 @@ use aya_ebpf::{
     bindings::{BPF_ANY, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::{PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{PerCpuArray, PerCpuHashMap, RingBuf, ring_buf::RingBufEntry},
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
@@ -17,7 +17,7 @@ use iotop_bpf_common::{
     hist::{SLOTS, log2_slot},
     maps::{
         COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_ISSUE_WITHOUT_START,
-        COUNTER_READ_FAILED, COUNTER_RING_DROPPED, DiskAggregate,
+        COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
     },
     rwbs::{self, RWBS_READ_LEN},
     tracepoint::FieldOffsets,
@@ -59,15 +59,17 @@ static START_ORIGIN: Global<u8> = Global::new(ORIGIN_START);
 #[unsafe(no_mangle)]
 static WAKEUP_BYTES: Global<u64> = Global::new(1 << 20);
 
-/// Submit flags: wake the reader only when a batch is pending, not per record.
+/// Submits a reserved record, counted, waking the reader only when a batch is pending (not
+/// per record).
 #[inline(always)]
-pub fn submit_flags() -> u64 {
+pub fn submit<T>(record: RingBufEntry<T>) {
     let wake = if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES.load() {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
     };
-    u64::from(wake)
+    record.submit(u64::from(wake));
+    bump(COUNTER_RING_SUBMITTED);
 }
 
 #[inline(always)]
@@ -313,7 +315,7 @@ pub fn finish(slot: *mut InFlightSlot, c: &Completion, rest_key: &InFlightKey, n
         rwbs: c.rwbs,
         comm: started.comm,
     });
-    record.submit(submit_flags());
+    submit(record);
 }
 
 #[inline(always)]

@@ -22,7 +22,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit_flags},
+    block::{EVENTS, bump, submit},
     fields::Window,
     file::{self, read},
 };
@@ -88,7 +88,7 @@ fn emit(call: &Call) {
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
         name: call.name,
     });
-    slot.submit(submit_flags());
+    submit(slot);
 }
 
 #[tracepoint]

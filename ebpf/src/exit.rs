@@ -15,7 +15,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit_flags},
+    block::{EVENTS, bump, submit},
     fields::Window,
 };
 
@@ -54,6 +54,6 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
         tgid,
         _pad: 0,
     });
-    slot.submit(submit_flags());
+    submit(slot);
     0
 }

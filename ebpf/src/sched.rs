@@ -21,7 +21,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit_flags},
+    block::{EVENTS, bump, submit},
     fields::Window,
 };
 
@@ -169,5 +169,5 @@ pub fn finished(episode: &Episode, end_ns: u64) {
         end_ns,
         episode: *episode,
     });
-    slot.submit(submit_flags());
+    submit(slot);
 }

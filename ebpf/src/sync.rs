@@ -25,7 +25,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit_flags},
+    block::{EVENTS, bump, submit},
     fields::Window,
     file::{self, FileIdentity},
 };
@@ -155,7 +155,7 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
         name: file.name,
     });
-    slot.submit(submit_flags());
+    submit(slot);
     0
 }
 

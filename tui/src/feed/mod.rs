@@ -6,6 +6,7 @@ mod kallsyms;
 mod mounts;
 mod procfs;
 pub mod recording;
+mod self_cost;
 mod sysfs;
 
 use std::{io, os::fd::AsRawFd as _};
@@ -15,7 +16,7 @@ use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTrac
 use iotop_bpf_common::dstate::Episode;
 use iotop_bpf_common::maps::{
     COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
-    COUNTER_READ_FAILED, COUNTER_RING_DROPPED, DiskAggregate,
+    COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
 };
 use tokio::io::unix::AsyncFd;
 
@@ -61,11 +62,12 @@ pub struct LiveFeed {
     /// Processes that exited since the last sample: their per-process kernel map entries go
     /// once the sample has read their last values.
     exited: Vec<u32>,
+    self_cost: self_cost::SelfCostMeter,
     dio_stream_align: aya::maps::Array<MapData, u64>,
     started_ns: u64,
     report: ProbeReport,
     // Last, so the maps above are closed before the programs are detached.
-    _probes: Probes,
+    probes: Probes,
 }
 
 impl LiveFeed {
@@ -124,10 +126,11 @@ impl LiveFeed {
             block_sizes: mounts::BlockSizes::default(),
             mounts: mounts::MountWatch::open(),
             exited: Vec::new(),
+            self_cost: self_cost::SelfCostMeter::default(),
             dio_stream_align,
             started_ns: monotonic_ns(),
             report,
-            _probes: probes,
+            probes,
         };
         feed.refresh_geometry();
         Ok(feed)
@@ -214,6 +217,7 @@ impl LiveFeed {
             issue_without_start: counter(COUNTER_ISSUE_WITHOUT_START),
             read_failed: counter(COUNTER_READ_FAILED),
             in_flight_evicted: counter(COUNTER_IN_FLIGHT_EVICTED),
+            ring_submitted: counter(COUNTER_RING_SUBMITTED),
         };
         let disks = self
             .disks
@@ -253,6 +257,7 @@ impl LiveFeed {
             geometry,
             // SAFETY: sysconf has no preconditions.
             page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
+            self_cost: self.self_cost.sample(&self.probes),
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::{
     BlockIo, DStateEpisode, Dev, DioCall, Input, KernelCounters, KernelSample, SampleKind,
-    SyncCall,
+    SelfCost, SyncCall,
     disks::DiskBook,
     dstate::DStateBook,
     findings::{self, FindingBook, Scene},
@@ -15,6 +15,9 @@ use super::{
     procs::{ProcBook, Settings},
     snapshot::{EventStats, Snapshot},
 };
+
+/// Fewer completed requests than this in a measured interval give no BPF cost per I/O.
+const MIN_IOS_FOR_BPF_COST: u64 = 1000;
 
 /// The aggregator. Feed it with [`Aggregator::apply`].
 #[derive(Debug)]
@@ -28,6 +31,13 @@ pub struct Aggregator {
     dstate: DStateBook,
     findings: FindingBook,
     prev_counters: KernelCounters,
+    prev_cost: SelfCost,
+    /// Completed block requests (all disks) at the previous sample, for BPF time per I/O.
+    prev_requests: u64,
+    /// The last BPF time per I/O measured over a whole interval.
+    bpf_ns_per_io: Option<u64>,
+    /// The BPF time as a share of one CPU, in the last interval measured.
+    bpf_cpu_pct: Option<f64>,
     /// The kernel's cumulative logical write bytes per process at the previous sample.
     prev_logical: HashMap<u32, u64>,
     received: u64,
@@ -49,6 +59,10 @@ impl Aggregator {
             dstate: DStateBook::default(),
             findings: FindingBook::default(),
             prev_counters: KernelCounters::default(),
+            prev_cost: SelfCost::default(),
+            prev_requests: 0,
+            bpf_ns_per_io: None,
+            bpf_cpu_pct: None,
             prev_logical: HashMap::new(),
             received: 0,
             received_total: 0,
@@ -106,6 +120,8 @@ impl Aggregator {
         self.last_tick_ns = self.last_tick_ns.max(sample.now_ns);
         self.disks.baseline(sample);
         self.prev_counters = sample.counters;
+        self.prev_cost = sample.self_cost;
+        self.prev_requests = requests(sample);
         self.prev_logical = sample.logical_writes.iter().copied().collect();
         self.dstate.interval_time(
             sample.now_ns,
@@ -131,7 +147,7 @@ impl Aggregator {
         let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
         let elapsed_ns = sample.now_ns.saturating_sub(self.start_ns);
         self.last_tick_ns = sample.now_ns;
-        let events = self.events(sample);
+        let events = self.events(sample, interval_ns);
 
         let names: HashMap<Dev, &str> = sample
             .names
@@ -177,22 +193,52 @@ impl Aggregator {
         }
     }
 
-    fn events(&mut self, sample: &KernelSample) -> EventStats {
+    fn events(&mut self, sample: &KernelSample, interval_ns: u64) -> EventStats {
         self.received_total += self.received;
         self.bad_total += self.bad;
+        let (c, before) = (&sample.self_cost, &self.prev_cost);
+        let requests = requests(sample);
+        let ios = requests.saturating_sub(self.prev_requests);
+        if c.bpf_stats_on {
+            let bpf_ns = c.bpf_run_ns.saturating_sub(before.bpf_run_ns);
+            #[expect(clippy::cast_precision_loss, reason = "a percentage")]
+            let pct = bpf_ns as f64 * 100.0 / interval_ns.max(1) as f64;
+            self.bpf_cpu_pct = Some(pct);
+            // The scheduler and exit probes run whatever the I/O rate: per I/O, an idle
+            // interval would show their cost divided by a handful of requests.
+            if ios >= MIN_IOS_FOR_BPF_COST {
+                self.bpf_ns_per_io = Some(bpf_ns / ios);
+            }
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a percentage")]
+        let cpu_pct = (c.cpu_ns > 0).then(|| {
+            c.cpu_ns.saturating_sub(before.cpu_ns) as f64 * 100.0 / interval_ns.max(1) as f64
+        });
+        let dropped = sample
+            .counters
+            .ring_dropped
+            .saturating_sub(self.prev_counters.ring_dropped);
         let events = EventStats {
             received: self.received,
-            dropped: sample
-                .counters
-                .ring_dropped
-                .saturating_sub(self.prev_counters.ring_dropped),
+            dropped,
             bad: self.bad,
             received_total: self.received_total,
             dropped_total: sample.counters.ring_dropped,
             bad_total: self.bad_total,
             unpaired_total: sample.counters.complete_without_start,
+            produced: sample
+                .counters
+                .ring_submitted
+                .saturating_sub(self.prev_counters.ring_submitted)
+                + dropped,
+            bpf_ns_per_io: self.bpf_ns_per_io,
+            bpf_cpu_pct: self.bpf_cpu_pct,
+            bpf_sampled: c.bpf_stats_sampled && !c.bpf_stats_on,
+            cpu_pct,
         };
         self.prev_counters = sample.counters;
+        self.prev_cost = sample.self_cost;
+        self.prev_requests = requests;
         self.received = 0;
         self.bad = 0;
         events
@@ -270,4 +316,13 @@ impl Aggregator {
     pub(super) fn dstate_remembered(&self) -> (usize, usize) {
         self.dstate.remembered()
     }
+}
+
+/// Completed block requests on every disk, cumulative (the kernel's exact counts).
+fn requests(sample: &KernelSample) -> u64 {
+    sample
+        .disks
+        .iter()
+        .flat_map(|d| d.requests.iter())
+        .fold(0u64, |sum, &n| sum.saturating_add(n))
 }

@@ -147,6 +147,7 @@ pub fn demo_snapshot() -> Snapshot {
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
         geometry: vec![],
         page_size: 4096,
+        self_cost: crate::model::SelfCost::default(),
     };
     // The baseline at start.
     model.apply(&Input::Sample(Box::new(KernelSample {

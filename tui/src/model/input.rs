@@ -417,6 +417,24 @@ pub struct KernelCounters {
     pub issue_without_start: u64,
     pub read_failed: u64,
     pub in_flight_evicted: u64,
+    /// Records put in the ring buffer (with `ring_dropped`: every record produced).
+    #[serde(default)]
+    pub ring_submitted: u64,
+}
+
+/// What the tool itself costs, cumulative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SelfCost {
+    /// Time the probes ran, and how many runs, while the kernel kept BPF statistics.
+    pub bpf_run_ns: u64,
+    pub bpf_runs: u64,
+    /// Whether the kernel kept them during the whole interval this sample closes.
+    pub bpf_stats_on: bool,
+    /// The statistics are on only now and then (`kernel.bpf_stats_enabled` is 0 and the
+    /// tool turns them on for one interval in a while).
+    pub bpf_stats_sampled: bool,
+    /// CPU time of this process (user + system).
+    pub cpu_ns: u64,
 }
 
 /// `/proc/diskstats` figures the probes do not measure (time the disk was busy).
@@ -499,4 +517,6 @@ pub struct KernelSample {
     /// The memory page size (`sysconf(_SC_PAGESIZE)`): the unit the page cache writes in.
     #[serde(default)]
     pub page_size: u32,
+    #[serde(default)]
+    pub self_cost: SelfCost,
 }

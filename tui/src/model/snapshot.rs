@@ -30,8 +30,8 @@ impl Latency {
     }
 }
 
-/// Event accounting for the interval, and since start.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Event accounting for the interval, and since start, and what the tool costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EventStats {
     /// Records received from the ring buffer in this interval.
     pub received: u64,
@@ -44,6 +44,18 @@ pub struct EventStats {
     pub bad_total: u64,
     /// Completions of requests never seen created or issued (since start).
     pub unpaired_total: u64,
+    /// Records the probes produced in this interval (put in the ring, or dropped).
+    pub produced: u64,
+    /// BPF time per completed block request, all probes together, ns; `None` before the
+    /// kernel kept statistics for a whole interval.
+    pub bpf_ns_per_io: Option<u64>,
+    /// BPF time of all probes, percent of one CPU, in the last interval measured.
+    pub bpf_cpu_pct: Option<f64>,
+    /// It was measured in an earlier interval (the statistics are sampled, not always on).
+    pub bpf_sampled: bool,
+    /// CPU used by iotop-bpf itself, percent of one core; `None` when not measured
+    /// (recordings made before it was recorded).
+    pub cpu_pct: Option<f64>,
 }
 
 /// A disk's figures over some period (the interval, or since start).

@@ -651,3 +651,45 @@ fn d_state_history_stays_bounded() {
     assert!(recent <= 64, "{recent} recent episodes kept");
     assert!(threads <= 4_096, "{threads} threads' histories kept");
 }
+
+#[test]
+fn bpf_cost_per_io_needs_enough_requests_and_is_kept_while_sampled_off() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let busy: Vec<BlockIo> = (0..2000)
+        .map(|i| io(7, "fio", LOOP0, Op::Read, 4096, i * US, US, 10 * US))
+        .collect();
+    let with_cost = |now_ns: u64, events: &[BlockIo], bpf_run_ns: u64, on: bool, cpu_ns: u64| {
+        KernelSample {
+            self_cost: SelfCost {
+                bpf_run_ns,
+                bpf_runs: 0,
+                bpf_stats_on: on,
+                bpf_stats_sampled: true,
+                cpu_ns,
+            },
+            ..sample(now_ns, events)
+        }
+    };
+    // 2000 requests and 1.2 ms of BPF time in one second: 600 ns per I/O, 0.12% of a CPU.
+    let snap = model.tick(&with_cost(1_000 * MS, &busy, 1_200_000, true, 50 * MS));
+    assert_eq!(snap.events.bpf_ns_per_io, Some(600));
+    assert!((snap.events.bpf_cpu_pct.unwrap() - 0.12).abs() < 1e-9);
+    assert!(!snap.events.bpf_sampled);
+    assert!((snap.events.cpu_pct.unwrap() - 5.0).abs() < 1e-9);
+    // The next interval is not measured: the figures stay, marked as sampled earlier.
+    let snap = model.tick(&with_cost(2_000 * MS, &busy, 1_200_000, false, 60 * MS));
+    assert_eq!(snap.events.bpf_ns_per_io, Some(600));
+    assert!(snap.events.bpf_sampled);
+    // A measured idle interval (no new requests): CPU share updates, per-I/O does not.
+    let snap = model.tick(&with_cost(3_000 * MS, &busy, 1_500_000, true, 70 * MS));
+    assert_eq!(snap.events.bpf_ns_per_io, Some(600));
+    assert!((snap.events.bpf_cpu_pct.unwrap() - 0.03).abs() < 1e-9);
+}
+
+#[test]
+fn replayed_samples_without_costs_show_none() {
+    let snap = run(&[io(7, "cp", LOOP0, Op::Read, 4096, 0, US, US)], 1_000 * MS);
+    assert_eq!(snap.events.cpu_pct, None);
+    assert_eq!(snap.events.bpf_ns_per_io, None);
+    assert_eq!(snap.events.bpf_cpu_pct, None);
+}

@@ -118,6 +118,18 @@ pub struct Events {
     pub dropped: u64,
     pub bad: u64,
     pub unpaired_total: u64,
+    /// Records the probes produced (received + dropped, once every one was read).
+    pub produced: u64,
+    /// BPF time per completed block request, all probes together (null before measured).
+    pub bpf_ns_per_io: Option<u64>,
+    /// BPF time of all probes, percent of one CPU (null before measured).
+    pub bpf_cpu_pct: Option<f64>,
+    /// "live" (measured in this interval), "sampled" (kernel.bpf_stats_enabled is 0, so
+    /// iotop-bpf measures one interval in 10; this figure is from an earlier one), or
+    /// "off" (no figure yet).
+    pub bpf_stats: &'static str,
+    /// CPU used by iotop-bpf itself, percent of one core (null when not measured).
+    pub cpu_pct: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -475,6 +487,15 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             dropped: snap.events.dropped,
             bad: snap.events.bad,
             unpaired_total: snap.events.unpaired_total,
+            produced: snap.events.produced,
+            bpf_ns_per_io: snap.events.bpf_ns_per_io,
+            bpf_cpu_pct: snap.events.bpf_cpu_pct.map(round2),
+            bpf_stats: match (snap.events.bpf_cpu_pct, snap.events.bpf_sampled) {
+                (None, _) => "off",
+                (Some(_), true) => "sampled",
+                (Some(_), false) => "live",
+            },
+            cpu_pct: snap.events.cpu_pct.map(round2),
         },
         // Every disk seen since start, idle ones with zeros, so scripts see a stable list.
         disks: snap.disks.iter().map(Disk::from).collect(),

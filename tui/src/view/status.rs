@@ -28,6 +28,17 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     } else {
         Span::raw(dropped_text)
     });
+    // What the tool costs: BPF time per I/O ("~" when sampled in an earlier interval) and
+    // its own CPU.
+    let approx = if e.bpf_sampled { "~" } else { "" };
+    match (e.bpf_cpu_pct, e.bpf_ns_per_io) {
+        (Some(pct), Some(ns)) => spans.push(Span::raw(format!("bpf {approx}{pct:.1}% {ns}ns/io "))),
+        (Some(pct), None) => spans.push(Span::raw(format!("bpf {approx}{pct:.1}% "))),
+        _ => {}
+    }
+    if let Some(pct) = e.cpu_pct {
+        spans.push(Span::raw(format!("cpu {pct:.1}% ")));
+    }
     spans.push(Span::raw(format!("every {:.1}s ", snap.interval_secs())));
     if !snap.dstate.is_empty() {
         spans.push(Span::styled(
