@@ -29,13 +29,19 @@ pub struct Episode {
     pub start_ns: u64,
     pub tgid: u32,
     pub pid: u32,
-    /// Kernel stack id in the `STACKS` map; negative when it could not be taken.
+    /// Kernel stack id in the `STACKS` map; [`STACK_NOT_SAMPLED`] or another negative value
+    /// when there is none.
     pub stack_id: i32,
     pub _pad: u32,
     pub comm: [u8; COMM_LEN],
 }
 
 const _: () = assert!(core::mem::size_of::<Episode>() == 40);
+
+/// `Episode::stack_id` when the probe did not take the stack: stacks cost ~0.5 µs each and
+/// synchronous I/O puts a thread in D for every request, so each CPU takes at most one per
+/// [`GLOBAL_STACK_MIN_GAP_NS`].
+pub const STACK_NOT_SAMPLED: i32 = -2;
 
 /// One finished episode (only those above the threshold are streamed).
 #[repr(C)]
@@ -77,9 +83,14 @@ pub const GLOBAL_SCHED_OFFSETS: &str = "SCHED_OFFSETS";
 /// per-process D time).
 pub const GLOBAL_DSTATE_RECORD_MIN_NS: &str = "DSTATE_RECORD_MIN_NS";
 
+/// `u64`: the least time between two stacks taken on one CPU.
+pub const GLOBAL_STACK_MIN_GAP_NS: &str = "STACK_MIN_GAP_NS";
+
 /// Where episodes in progress live.
 pub trait EpisodeTable {
     fn get(&self, pid: u32) -> Option<Episode>;
+    /// Stores `episode` if `pid` has none; `false` (and nothing stored) when it has one.
+    fn put_new(&self, pid: u32, episode: &Episode) -> bool;
     fn put(&self, pid: u32, episode: &Episode);
     fn remove(&self, pid: u32);
 }
@@ -99,13 +110,12 @@ pub fn on_switch<T: EpisodeTable>(table: &T, prev_state: u64, episode: &Episode)
     if !is_dstate(prev_state) {
         return SwitchOutcome::NotD;
     }
-    let stale = table.get(episode.pid).is_some();
-    table.put(episode.pid, episode);
-    if stale {
-        SwitchOutcome::ReplacedStale
-    } else {
-        SwitchOutcome::Started
+    // One map operation in the common case (this runs for every synchronous read).
+    if table.put_new(episode.pid, episode) {
+        return SwitchOutcome::Started;
     }
+    table.put(episode.pid, episode);
+    SwitchOutcome::ReplacedStale
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,19 +131,21 @@ pub enum WakeupOutcome {
     Stale,
 }
 
-/// A thread was woken.
+/// A thread was woken. Its command and the clock are read (by `comm` and `clock`) only when
+/// it has an episode: most wakeups are of tasks sleeping in S.
 #[inline(always)]
 pub fn on_wakeup<T: EpisodeTable>(
     table: &T,
     pid: u32,
-    comm: &[u8; COMM_LEN],
-    now_ns: u64,
+    comm: impl FnOnce() -> [u8; COMM_LEN],
+    clock: impl FnOnce() -> u64,
 ) -> WakeupOutcome {
     let Some(episode) = table.get(pid) else {
         return WakeupOutcome::NoEpisode;
     };
     table.remove(pid);
-    if !same_comm(&episode.comm, comm) || now_ns < episode.start_ns {
+    let now_ns = clock();
+    if !same_comm(&episode.comm, &comm()) || now_ns < episode.start_ns {
         return WakeupOutcome::Stale;
     }
     WakeupOutcome::Finished {
@@ -172,6 +184,14 @@ mod tests {
         fn get(&self, pid: u32) -> Option<Episode> {
             self.0.borrow().get(&pid).copied()
         }
+        fn put_new(&self, pid: u32, episode: &Episode) -> bool {
+            let mut map = self.0.borrow_mut();
+            if map.contains_key(&pid) {
+                return false;
+            }
+            map.insert(pid, *episode);
+            true
+        }
         fn put(&self, pid: u32, episode: &Episode) {
             self.0.borrow_mut().insert(pid, *episode);
         }
@@ -204,13 +224,14 @@ mod tests {
             on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "dd", 100)),
             SwitchOutcome::Started
         );
-        let WakeupOutcome::Finished { episode, end_ns } = on_wakeup(&table, 10, &comm("dd"), 350)
+        let WakeupOutcome::Finished { episode, end_ns } =
+            on_wakeup(&table, 10, || comm("dd"), || 350)
         else {
             panic!("expected a finished episode")
         };
         assert_eq!((episode.start_ns, end_ns, episode.stack_id), (100, 350, 7));
         assert_eq!(
-            on_wakeup(&table, 10, &comm("dd"), 400),
+            on_wakeup(&table, 10, || comm("dd"), || 400),
             WakeupOutcome::NoEpisode,
             "finished once"
         );
@@ -257,7 +278,7 @@ mod tests {
             on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "dd", 900)),
             SwitchOutcome::ReplacedStale
         );
-        let WakeupOutcome::Finished { episode, .. } = on_wakeup(&table, 10, &comm("dd"), 1000)
+        let WakeupOutcome::Finished { episode, .. } = on_wakeup(&table, 10, || comm("dd"), || 1000)
         else {
             panic!()
         };
@@ -273,7 +294,7 @@ mod tests {
         on_switch(&table, TASK_UNINTERRUPTIBLE, &episode(10, "old-task", 100));
         // The old task's wakeup was missed; a new task got pid 10 and is woken from S.
         assert_eq!(
-            on_wakeup(&table, 10, &comm("new-task"), 5_000_000),
+            on_wakeup(&table, 10, || comm("new-task"), || 5_000_000),
             WakeupOutcome::Stale
         );
         assert!(table.0.borrow().is_empty(), "the stale episode is dropped");
@@ -283,7 +304,7 @@ mod tests {
     fn a_wakeup_seen_before_its_switch_is_ignored() {
         let table = Table::default();
         assert_eq!(
-            on_wakeup(&table, 10, &comm("dd"), 100),
+            on_wakeup(&table, 10, || comm("dd"), || 100),
             WakeupOutcome::NoEpisode
         );
         assert_eq!(
@@ -293,7 +314,7 @@ mod tests {
         // A wakeup timestamped before the episode's start (clock read on another CPU) is not
         // turned into a negative duration.
         assert_eq!(
-            on_wakeup(&table, 10, &comm("dd"), 110),
+            on_wakeup(&table, 10, || comm("dd"), || 110),
             WakeupOutcome::Stale
         );
     }

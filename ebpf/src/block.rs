@@ -3,7 +3,7 @@
 use aya_ebpf::{
     Global,
     bindings::{BPF_ANY, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated},
     macros::{map, tracepoint},
     maps::{PerCpuArray, PerCpuHashMap, RingBuf, ring_buf::RingBufEntry},
     programs::TracePointContext,
@@ -11,7 +11,7 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
     block::{
-        BlockIoRecord, FLAG_IN_SYNC, InFlight, InFlightKey, InFlightSlot, OP_COUNT, ORIGIN_ISSUE,
+        BlockIoRecord, FLAG_IN_SYNC, InFlightKey, InFlightSlot, OP_COUNT, ORIGIN_ISSUE,
         ORIGIN_START,
     },
     hist::{SLOTS, log2_slot},
@@ -28,7 +28,7 @@ use crate::{
         COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, Window,
     },
     inflight,
-    sync::SYNCS_IN_FLIGHT,
+    sync::{SYNCS_IN_FLIGHT, any_sync_active},
 };
 
 /// 4 MiB: ~44k records of 88 (+8 header) bytes, ~130 ms of headroom at 330k requests per
@@ -102,25 +102,33 @@ fn read_key(ctx: &TracePointContext, offsets: &FieldOffsets) -> Option<(Window, 
     }
 }
 
+/// Records in the slot claimed for `key` that the current task created the request at
+/// `now`. Written in place, the command straight from the kernel: building the value on the
+/// stack and copying it cost more than the rest of the probe.
 #[inline(always)]
-pub fn current_task(now: u64, origin: u8) -> InFlight {
+pub fn created_by_current_task(key: &InFlightKey, now: u64, origin: u8) {
+    let Some(slot) = inflight::claim(key) else {
+        return;
+    };
     let pid_tgid = bpf_get_current_pid_tgid();
-    InFlight {
-        created_ns: now,
-        issued_ns: 0,
-        tgid: (pid_tgid >> 32) as u32,
-        pid: pid_tgid as u32,
-        remaining_bytes: 0,
-        origin,
-        // Data a sync call writes itself is the sync's cost, not background write-back.
-        flags: if SYNCS_IN_FLIGHT.get_ptr(&pid_tgid).is_some() {
-            FLAG_IN_SYNC
-        } else {
-            0
-        },
-        _pad: [0; 2],
-        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    // Data a sync call writes itself is the sync's cost, not background write-back.
+    let in_sync = any_sync_active() && SYNCS_IN_FLIGHT.get_ptr(&pid_tgid).is_some();
+    // SAFETY: a valid map value (see `inflight` on concurrent access).
+    unsafe {
+        let value = &raw mut (*slot).value;
+        (*value).created_ns = now;
+        (*value).issued_ns = 0;
+        (*value).tgid = (pid_tgid >> 32) as u32;
+        (*value).pid = pid_tgid as u32;
+        (*value).remaining_bytes = 0;
+        (*value).origin = origin;
+        (*value).flags = if in_sync { FLAG_IN_SYNC } else { 0 };
+        let comm = &raw mut (*value).comm;
+        if generated::bpf_get_current_comm(comm.cast(), COMM_LEN as u32) != 0 {
+            (*comm) = [0; COMM_LEN];
+        }
     }
+    inflight::publish(slot, key);
 }
 
 /// A request was created from a bio, in the submitting task.
@@ -129,8 +137,7 @@ pub fn block_start(ctx: TracePointContext) -> u32 {
     let Some((_, key)) = read_key(&ctx, &START_FIELDS.load()) else {
         return 0;
     };
-    let value = current_task(unsafe { bpf_ktime_get_ns() }, START_ORIGIN.load());
-    inflight::insert(&key, &value);
+    created_by_current_task(&key, unsafe { bpf_ktime_get_ns() }, START_ORIGIN.load());
     0
 }
 
@@ -162,10 +169,14 @@ pub fn issued(key: &InFlightKey, bytes: u32) {
     // No creation seen (the flush machinery's own request, a request created before we
     // attached): attribute it to the issuing task, with no queue time.
     bump(COUNTER_ISSUE_WITHOUT_START);
-    let mut value = current_task(now, ORIGIN_ISSUE);
-    value.issued_ns = now;
-    value.remaining_bytes = bytes;
-    inflight::insert(key, &value);
+    created_by_current_task(key, now, ORIGIN_ISSUE);
+    if let Some(slot) = inflight::find(key) {
+        // SAFETY: as above.
+        unsafe {
+            (*slot).value.issued_ns = now;
+            (*slot).value.remaining_bytes = bytes;
+        }
+    }
 }
 
 /// A bio was merged in front of a queued request: the request now starts at the bio's

@@ -36,41 +36,48 @@ pub fn find(key: &InFlightKey) -> Option<*mut InFlightSlot> {
     None
 }
 
-/// Stores `value` under `key`: over the same key, else in the first free slot of its set,
-/// else over the set's first slot (an entry whose completion was lost; counted).
+/// The slot to store `key` in: the one holding it already, else the first free slot of its
+/// set, else the set's first slot (an entry whose completion was lost; counted). Fill its
+/// value in place, then [`publish`] the key.
 #[inline(always)]
-pub fn insert(key: &InFlightKey, value: &InFlight) {
-    let slot = match find(key) {
-        Some(slot) => slot,
-        None => match free_slot(in_flight_set(key)) {
-            Some(slot) => slot,
-            None => {
-                bump(COUNTER_IN_FLIGHT_EVICTED);
-                let Some(slot) = IN_FLIGHT.get_ptr_mut(in_flight_set(key)) else {
-                    return;
-                };
-                slot
-            }
-        },
-    };
-    // SAFETY: a valid map value; the key goes last, so a reader never pairs a new key with
-    // an old value.
-    unsafe {
-        (*slot).value = *value;
-        (*slot).key = *key;
-    }
-}
-
-#[inline(always)]
-fn free_slot(set: u32) -> Option<*mut InFlightSlot> {
+pub fn claim(key: &InFlightKey) -> Option<*mut InFlightSlot> {
+    // One pass over the set: the key's own slot wins over the first free one.
+    let set = in_flight_set(key);
+    let mut free = None;
     for way in 0..IN_FLIGHT_WAYS {
         let slot = IN_FLIGHT.get_ptr_mut(set + way)?;
-        // SAFETY: a valid map value.
-        if unsafe { (*slot).key.dev } == 0 {
+        // SAFETY: a valid map value; see the module comment for concurrent access.
+        let stored = unsafe { (*slot).key };
+        if stored.dev == key.dev && stored.sector == key.sector {
             return Some(slot);
         }
+        if stored.dev == 0 && free.is_none() {
+            free = Some(slot);
+        }
     }
-    None
+    if free.is_none() {
+        bump(COUNTER_IN_FLIGHT_EVICTED);
+        return IN_FLIGHT.get_ptr_mut(set);
+    }
+    free
+}
+
+/// Makes a claimed slot findable under `key`. The key goes last, so a reader never pairs a
+/// new key with an old value.
+#[inline(always)]
+pub fn publish(slot: *mut InFlightSlot, key: &InFlightKey) {
+    // SAFETY: a valid map value.
+    unsafe { (*slot).key = *key };
+}
+
+/// Stores a copy of `value` under `key` (see [`claim`]).
+#[inline(always)]
+pub fn insert(key: &InFlightKey, value: &InFlight) {
+    if let Some(slot) = claim(key) {
+        // SAFETY: a valid map value.
+        unsafe { (*slot).value = *value };
+        publish(slot, key);
+    }
 }
 
 /// Frees a slot returned by [`find`].

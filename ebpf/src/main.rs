@@ -5,6 +5,11 @@
 //! emits one [`BlockIoRecord`] per completed request into the `EVENTS` ring buffer and adds it
 //! to the per-disk aggregates. Field offsets come from tracefs via globals set by the loader.
 #![no_std]
+#![feature(core_intrinsics)]
+#![expect(
+    internal_features,
+    reason = "atomic add: core's atomics need compare-and-swap, which the BPF target lacks"
+)]
 #![no_main]
 
 mod block;

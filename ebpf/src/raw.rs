@@ -23,9 +23,9 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{Completion, bump, current_task, finish, issued, unpaired},
+    block::{Completion, bump, created_by_current_task, finish, issued, unpaired},
     inflight,
-    sched::{DSTATE_EPISODES, Episodes, finished},
+    sched::{Episodes, finished},
 };
 
 #[unsafe(no_mangle)]
@@ -50,10 +50,7 @@ fn key(rq: u64) -> InFlightKey {
 #[raw_tracepoint(tracepoint = "block_io_start")]
 pub fn raw_block_start(ctx: RawTracePointContext) -> i32 {
     let rq: u64 = ctx.arg(0);
-    inflight::insert(
-        &key(rq),
-        &current_task(unsafe { bpf_ktime_get_ns() }, ORIGIN_START),
-    );
+    created_by_current_task(&key(rq), unsafe { bpf_ktime_get_ns() }, ORIGIN_START);
     0
 }
 
@@ -146,11 +143,8 @@ pub fn raw_dstate_wakeup(ctx: RawTracePointContext) -> i32 {
     let Ok(pid) = read::<u32>(task, o.task_pid) else {
         return 0;
     };
-    if DSTATE_EPISODES.get_ptr(&pid).is_none() {
-        return 0;
-    }
-    let comm: [u8; COMM_LEN] = read(task, o.task_comm).unwrap_or([0; COMM_LEN]);
-    match on_wakeup(&Episodes, pid, &comm, unsafe { bpf_ktime_get_ns() }) {
+    let comm = || read(task, o.task_comm).unwrap_or([0; COMM_LEN]);
+    match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
         WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns),
         WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
         WakeupOutcome::NoEpisode => {}

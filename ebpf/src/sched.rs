@@ -5,17 +5,17 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_ANY, BPF_F_REUSE_STACKID},
+    bindings::{BPF_ANY, BPF_F_REUSE_STACKID, BPF_NOEXIST},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint, tracepoint},
-    maps::{HashMap, LruPerCpuHashMap, StackTrace},
+    maps::{HashMap, LruPerCpuHashMap, PerCpuArray, StackTrace},
     programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
     dstate::{
-        DStateRecord, Episode, EpisodeTable, SchedOffsets, SwitchOutcome, WakeupOutcome, on_switch,
-        on_wakeup,
+        DStateRecord, Episode, EpisodeTable, STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome,
+        WakeupOutcome, on_switch, on_wakeup,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
 };
@@ -32,10 +32,17 @@ static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);
 static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
 
 #[map]
-pub static DSTATE_EPISODES: HashMap<u32, Episode> = HashMap::with_max_entries(16_384, 0);
+static DSTATE_EPISODES: HashMap<u32, Episode> = HashMap::with_max_entries(16_384, 0);
 
 #[map]
 static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
+
+#[unsafe(no_mangle)]
+static STACK_MIN_GAP_NS: Global<u64> = Global::new(1_000_000);
+
+/// When this CPU last took a stack.
+#[map]
+static LAST_STACK_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
@@ -50,6 +57,12 @@ impl EpisodeTable for Episodes {
         DSTATE_EPISODES.get_ptr(&pid).map(|e| unsafe { *e })
     }
     #[inline(always)]
+    fn put_new(&self, pid: u32, episode: &Episode) -> bool {
+        DSTATE_EPISODES
+            .insert(&pid, episode, u64::from(BPF_NOEXIST))
+            .is_ok()
+    }
+    #[inline(always)]
     fn put(&self, pid: u32, episode: &Episode) {
         let _ = DSTATE_EPISODES.insert(&pid, episode, u64::from(BPF_ANY));
     }
@@ -59,6 +72,24 @@ impl EpisodeTable for Episodes {
     }
 }
 
+/// The current task's kernel stack, unless this CPU took one less than `STACK_MIN_GAP_NS`
+/// ago. User space reads the stack of a thread still stuck from /proc instead.
+#[inline(always)]
+fn sampled_stack<C: StackIdContext>(ctx: &C, now: u64) -> i32 {
+    let Some(last) = LAST_STACK_NS.get_ptr_mut(0) else {
+        return STACK_NOT_SAMPLED;
+    };
+    // SAFETY: this CPU's slot.
+    unsafe {
+        if now.wrapping_sub(*last) < STACK_MIN_GAP_NS.load() {
+            return STACK_NOT_SAMPLED;
+        }
+        *last = now;
+    }
+    ctx.get_stackid(&STACKS, u64::from(BPF_F_REUSE_STACKID))
+        .map_or(-1, |id| id as i32)
+}
+
 /// sched_switch runs in the task that is switching out (`prev` is current).
 #[inline(always)]
 fn switched_out<C: StackIdContext>(ctx: &C, prev_state: u64) {
@@ -66,13 +97,12 @@ fn switched_out<C: StackIdContext>(ctx: &C, prev_state: u64) {
         return; // the common case, decided before any helper call
     }
     let pid_tgid = bpf_get_current_pid_tgid();
+    let now = unsafe { bpf_ktime_get_ns() };
     let episode = Episode {
-        start_ns: unsafe { bpf_ktime_get_ns() },
+        start_ns: now,
         tgid: (pid_tgid >> 32) as u32,
         pid: pid_tgid as u32,
-        stack_id: ctx
-            .get_stackid(&STACKS, u64::from(BPF_F_REUSE_STACKID))
-            .map_or(-1, |id| id as i32),
+        stack_id: sampled_stack(ctx, now),
         _pad: 0,
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
     };
@@ -119,23 +149,20 @@ pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
     let Ok(pid) = (unsafe { ctx.read_at::<u32>(offsets.wakeup_pid as usize) }) else {
         return 0;
     };
-    if DSTATE_EPISODES.get_ptr(&pid).is_none() {
-        return 0;
-    }
-    let Ok(record) = Window::read(&ctx) else {
-        return 0;
+    let comm = || {
+        let mut comm = [0u8; COMM_LEN];
+        if let Ok(record) = Window::read(&ctx)
+            && let (Ok(head), Ok(tail)) = (
+                record.bytes8(offsets.wakeup_comm),
+                record.bytes8(offsets.wakeup_comm + 8),
+            )
+        {
+            comm[..8].copy_from_slice(&head);
+            comm[8..].copy_from_slice(&tail);
+        }
+        comm
     };
-    let mut comm = [0u8; COMM_LEN];
-    let (Ok(head), Ok(tail)) = (
-        record.bytes8(offsets.wakeup_comm),
-        record.bytes8(offsets.wakeup_comm + 8),
-    ) else {
-        return 0;
-    };
-    comm[..8].copy_from_slice(&head);
-    comm[8..].copy_from_slice(&tail);
-    let now = unsafe { bpf_ktime_get_ns() };
-    match on_wakeup(&Episodes, pid, &comm, now) {
+    match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
         WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns),
         WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
         WakeupOutcome::NoEpisode => {}

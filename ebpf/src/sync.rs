@@ -8,12 +8,12 @@
 
 use aya_ebpf::{
     Global,
-    bindings::BPF_ANY,
+    bindings::{BPF_ANY, BPF_NOEXIST},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
     },
     macros::{map, tracepoint},
-    maps::{HashMap, LruHashMap, LruPerCpuHashMap},
+    maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap},
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
@@ -36,6 +36,30 @@ static SYSCALL_OFFSETS: Global<SyscallOffsets> = Global::new(SyscallOffsets::ABS
 /// Threads inside a sync call: pid_tgid -> the call.
 #[map]
 pub static SYNCS_IN_FLIGHT: HashMap<u64, SyncInFlight> = HashMap::with_max_entries(16_384, 0);
+
+/// How many threads are inside a sync call, all CPUs together. The block probes look a
+/// thread up in [`SYNCS_IN_FLIGHT`] (a hash lookup, on every request) only when it is not 0.
+#[map]
+static SYNCS_ACTIVE: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Adds `delta` (two's complement) to [`SYNCS_ACTIVE`], atomically across CPUs.
+#[inline(always)]
+fn syncs_active_add(delta: u64) {
+    if let Some(count) = SYNCS_ACTIVE.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned map value; lowered to BPF's atomic add.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                count, delta,
+            )
+        };
+    }
+}
+
+/// Whether any thread may be inside a sync call (cheap: an inlined array load).
+#[inline(always)]
+pub fn any_sync_active() -> bool {
+    SYNCS_ACTIVE.get(0).is_some_and(|n| *n != 0)
+}
 
 /// Bytes each process asked to write, cumulative (read by user space every interval).
 #[map]
@@ -62,7 +86,16 @@ fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
         kind,
         _pad: [0; 3],
     };
-    let _ = SYNCS_IN_FLIGHT.insert(&bpf_get_current_pid_tgid(), &call, u64::from(BPF_ANY));
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // Counted once per thread: a call over one never seen to return replaces it.
+    if SYNCS_IN_FLIGHT
+        .insert(&pid_tgid, &call, u64::from(BPF_NOEXIST))
+        .is_ok()
+    {
+        syncs_active_add(1);
+    } else {
+        let _ = SYNCS_IN_FLIGHT.insert(&pid_tgid, &call, u64::from(BPF_ANY));
+    }
     0
 }
 
@@ -110,7 +143,9 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
     };
     // SAFETY: copied out before the entry is removed.
     let call = unsafe { *call };
-    let _ = SYNCS_IN_FLIGHT.remove(&pid_tgid);
+    if SYNCS_IN_FLIGHT.remove(&pid_tgid).is_ok() {
+        syncs_active_add(u64::MAX);
+    }
     let now = unsafe { bpf_ktime_get_ns() };
     let offsets = SYSCALL_OFFSETS.load();
     let ret = Window::read(&ctx)

@@ -7,12 +7,13 @@ mod mounts;
 mod procfs;
 pub mod recording;
 mod self_cost;
+mod stacks;
 mod sysfs;
 
 use std::{io, os::fd::AsRawFd as _};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap};
+use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use iotop_bpf_common::dstate::Episode;
 use iotop_bpf_common::maps::{
     COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
@@ -50,9 +51,8 @@ pub struct LiveFeed {
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     logical_writes: PerCpuHashMap<MapData, u32, u64>,
     dstate_episodes: HashMap<MapData, u32, Episode>,
-    stacks: StackTraceMap<MapData>,
+    stacks: stacks::StackBook,
     dstate_time: PerCpuHashMap<MapData, u32, u64>,
-    kallsyms: Kallsyms,
     /// Threads already in D when the probes attached (their episodes began unseen): tid ->
     /// (tgid, comm, stack from /proc), until they leave D.
     in_d_at_start: std::collections::HashMap<u32, (u32, String, Vec<String>)>,
@@ -94,18 +94,7 @@ impl LiveFeed {
         }
         let in_d_at_start = procfs::threads_in_d()
             .into_iter()
-            .map(|(tid, tgid, comm)| {
-                let stack = std::fs::read_to_string(format!("/proc/{tid}/stack"))
-                    .map(|text| kallsyms::parse_proc_stack(&text))
-                    .ok()
-                    .filter(|frames| !frames.is_empty())
-                    .or_else(|| {
-                        let wchan = std::fs::read_to_string(format!("/proc/{tid}/wchan")).ok()?;
-                        (!wchan.is_empty() && wchan != "0").then(|| vec![wchan])
-                    })
-                    .unwrap_or_default();
-                (tid, (tgid, comm, stack))
-            })
+            .map(|(tid, tgid, comm)| (tid, (tgid, comm, stacks::proc_stack(tid))))
             .collect();
         // SAFETY: the ring buffer owns its fd and is owned by the AsyncFd for as long as it is
         // registered, so the fd stays open while registered.
@@ -118,9 +107,8 @@ impl LiveFeed {
             disks,
             logical_writes,
             dstate_episodes,
-            stacks,
+            stacks: stacks::StackBook::new(stacks, kallsyms),
             dstate_time,
-            kallsyms,
             in_d_at_start,
             procs: procfs::ProcCache::default(),
             block_sizes: mounts::BlockSizes::default(),
@@ -189,8 +177,7 @@ impl LiveFeed {
                     annotate(
                         &mut self.procs,
                         &mut self.block_sizes,
-                        &self.stacks,
-                        &self.kallsyms,
+                        &mut self.stacks,
                         &mut input,
                         now_ns,
                     );
@@ -285,12 +272,18 @@ impl LiveFeed {
                 tgid: episode.tgid,
                 comm: Comm::from_bytes(episode.comm).to_string(),
                 start_ns: Some(episode.start_ns),
-                stack: stack_frames(&self.stacks, &self.kallsyms, episode.stack_id),
+                stack: self
+                    .stacks
+                    .frames(tid, episode.start_ns, episode.stack_id, age),
             });
         }
         for tid in stale {
             let _ = self.dstate_episodes.remove(&tid);
         }
+        self.stacks.retain(|tid, start_ns| {
+            now.iter()
+                .any(|d| d.tid == tid && d.start_ns == Some(start_ns))
+        });
         self.in_d_at_start
             .retain(|tid, _| procfs::thread_state(*tid) == Some('D'));
         for (&tid, (tgid, comm, stack)) in &self.in_d_at_start {
@@ -311,34 +304,25 @@ impl LiveFeed {
 /// An episode older than this whose thread is not in D is stale.
 const STALE_AFTER_NS: u64 = 1_000_000_000;
 
-/// Symbolized frames of a kernel stack id (empty when it was not taken or is gone).
-fn stack_frames(
-    stacks: &StackTraceMap<MapData>,
-    kallsyms: &Kallsyms,
-    stack_id: i32,
-) -> Vec<String> {
-    let Ok(id) = u32::try_from(stack_id) else {
-        return Vec::new();
-    };
-    stacks
-        .get(&id, 0)
-        .map(|trace| kallsyms.frames(trace.frames().iter().map(|f| f.ip)))
-        .unwrap_or_default()
-}
-
 /// Adds what the kernel maps, /proc and sysfs know: kernel threads, the file behind a sync
 /// call's fd and its filesystem's block size, a direct I/O call's file and geometry, a D
 /// episode's symbolized stack. Caches of an exited process are dropped.
 fn annotate(
     procs: &mut procfs::ProcCache,
     block_sizes: &mut mounts::BlockSizes,
-    stacks: &StackTraceMap<MapData>,
-    kallsyms: &Kallsyms,
+    stacks: &mut stacks::StackBook,
     input: &mut Input,
     now_ns: u64,
 ) {
     match input {
-        Input::DState(episode) => episode.stack = stack_frames(stacks, kallsyms, episode.stack_id),
+        Input::DState(episode) => {
+            episode.stack = stacks.frames(
+                episode.tid,
+                episode.start_ns,
+                episode.stack_id,
+                episode.end_ns.saturating_sub(episode.start_ns),
+            );
+        }
         Input::Dio(call) => {
             call.fs_block_size = block_sizes.fs_block_size(call.fs_dev, now_ns).unwrap_or(0);
             let disk = block_sizes.disk(call.fs_dev);

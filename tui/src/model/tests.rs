@@ -658,8 +658,8 @@ fn bpf_cost_per_io_needs_enough_requests_and_is_kept_while_sampled_off() {
     let busy: Vec<BlockIo> = (0..2000)
         .map(|i| io(7, "fio", LOOP0, Op::Read, 4096, i * US, US, 10 * US))
         .collect();
-    let with_cost = |now_ns: u64, events: &[BlockIo], bpf_run_ns: u64, on: bool, cpu_ns: u64| {
-        KernelSample {
+    let with_cost =
+        |now_ns: u64, events: &[BlockIo], bpf_run_ns: u64, on: bool, cpu_ns: u64| KernelSample {
             self_cost: SelfCost {
                 bpf_run_ns,
                 bpf_runs: 0,
@@ -668,8 +668,7 @@ fn bpf_cost_per_io_needs_enough_requests_and_is_kept_while_sampled_off() {
                 cpu_ns,
             },
             ..sample(now_ns, events)
-        }
-    };
+        };
     // 2000 requests and 1.2 ms of BPF time in one second: 600 ns per I/O, 0.12% of a CPU.
     let snap = model.tick(&with_cost(1_000 * MS, &busy, 1_200_000, true, 50 * MS));
     assert_eq!(snap.events.bpf_ns_per_io, Some(600));
