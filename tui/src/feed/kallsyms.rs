@@ -25,42 +25,95 @@ pub struct Kallsyms {
 }
 
 impl Kallsyms {
-    /// Reads /proc/kallsyms line by line (the whole text is ~12 MB).
+    /// Reads /proc/kallsyms line by line into one buffer (the whole text is ~12 MB).
     pub fn load() -> Self {
         let Ok(file) = fs::File::open("/proc/kallsyms") else {
             return Self::parse("");
         };
-        Self::from_lines(
-            std::io::BufRead::lines(std::io::BufReader::new(file)).map_while(Result::ok),
-        )
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+        let mut line = String::new();
+        let mut builder = Builder::default();
+        while std::io::BufRead::read_line(&mut reader, &mut line).is_ok_and(|n| n > 0) {
+            if !builder.add(&line) {
+                break;
+            }
+            line.clear();
+        }
+        builder.finish()
+    }
+
+    /// Whether kernel addresses are hidden (kptr_restrict): the first line says, without
+    /// reading the rest.
+    pub fn hidden() -> bool {
+        let Ok(file) = fs::File::open("/proc/kallsyms") else {
+            return true;
+        };
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(file), &mut line);
+        line.split_whitespace()
+            .next()
+            .is_none_or(|addr| u64::from_str_radix(addr, 16).is_ok_and(|a| a == 0))
+    }
+
+    /// Loads in a thread of its own (~40 ms here, more on a busy host): only stacks need
+    /// it, so the first frame does not wait for it.
+    pub fn load_in_background() -> std::thread::JoinHandle<Self> {
+        std::thread::spawn(|| {
+            let kallsyms = Self::load();
+            // The text and the unsorted table are freed by now, in this thread's own
+            // malloc arena: give the pages back.
+            // SAFETY: malloc_trim has no preconditions.
+            unsafe { libc::malloc_trim(0) };
+            kallsyms
+        })
     }
 
     pub fn parse(text: &str) -> Self {
-        Self::from_lines(text.lines().map(str::to_string))
+        let mut builder = Builder::default();
+        for line in text.lines() {
+            if !builder.add(line) {
+                break;
+            }
+        }
+        builder.finish()
     }
+}
 
-    fn from_lines(lines: impl Iterator<Item = String>) -> Self {
-        let mut symbols: Vec<(u64, u32, u32)> = Vec::new();
-        let mut names = String::new();
-        for line in lines {
+/// Kallsyms under construction.
+#[derive(Default)]
+struct Builder {
+    symbols: Vec<(u64, u32, u32)>,
+    names: String,
+}
+
+impl Builder {
+    /// Adds one line; `false` when the names outgrow their u32 offsets.
+    fn add(&mut self, line: &str) -> bool {
+        let (symbols, names) = (&mut self.symbols, &mut self.names);
+        {
             let mut parts = line.split_whitespace();
             let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
             else {
-                continue;
+                return true;
             };
             let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
+                return true;
             };
             if addr == 0 || !matches!(kind, "t" | "T" | "w" | "W") {
-                continue;
+                return true;
             }
             let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(name.len()))
             else {
-                break;
+                return false;
             };
             names.push_str(name);
             symbols.push((addr, start, len));
         }
+        true
+    }
+
+    fn finish(self) -> Kallsyms {
+        let Self { mut symbols, names } = self;
         symbols.sort_unstable_by_key(|&(addr, _, _)| addr);
         let mut sorted = String::with_capacity(names.len());
         let mut addrs = Vec::with_capacity(symbols.len());
@@ -71,18 +124,15 @@ impl Kallsyms {
             sorted.push_str(&names[start as usize..(start + len) as usize]);
         }
         starts.push(u32::try_from(sorted.len()).unwrap_or(u32::MAX));
-        Self {
+        Kallsyms {
             addrs,
             starts,
             names: sorted,
         }
     }
+}
 
-    /// False when addresses are hidden (kptr_restrict) or the file was unreadable.
-    pub fn usable(&self) -> bool {
-        !self.addrs.is_empty()
-    }
-
+impl Kallsyms {
     /// The function containing `addr`, or its hex value.
     pub fn symbol(&self, addr: u64) -> String {
         match self.addrs.partition_point(|&a| a <= addr) {
@@ -135,7 +185,7 @@ mod tests {
     #[test]
     fn symbolizes_and_skips_the_scheduler() {
         let syms = Kallsyms::parse(TEXT);
-        assert!(syms.usable());
+        assert!(!syms.addrs.is_empty());
         assert_eq!(syms.symbol(0xffff_ffff_8120_0042), "io_schedule");
         assert_eq!(syms.symbol(0xffff_ffff_8130_0000), "folio_wait_bit_common");
         assert_eq!(syms.symbol(0x10), "0x10");
@@ -151,7 +201,11 @@ mod tests {
 
     #[test]
     fn hidden_addresses_are_not_usable() {
-        assert!(!Kallsyms::parse("0000000000000000 T schedule\n").usable());
+        assert!(
+            Kallsyms::parse("0000000000000000 T schedule\n")
+                .addrs
+                .is_empty()
+        );
     }
 
     #[test]

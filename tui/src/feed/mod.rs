@@ -84,9 +84,9 @@ impl LiveFeed {
             dstate_time,
             dio_stream_align,
         } = probes.take_maps()?;
-        let kallsyms = Kallsyms::load();
+        let kallsyms = Kallsyms::load_in_background();
         let mut report = probes.report.clone();
-        if !kallsyms.usable() {
+        if Kallsyms::hidden() {
             report.degraded.push(
                 "kernel symbols are hidden: D-state stacks show no function names (reading kernel addresses in /proc/kallsyms needs CAP_SYSLOG when kernel.kptr_restrict >= 1 or kernel.perf_event_paranoid >= 2)"
                     .to_string(),

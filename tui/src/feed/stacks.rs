@@ -18,16 +18,17 @@ pub const PROC_AFTER_NS: u64 = 100_000_000;
 
 pub struct StackBook {
     map: StackTraceMap<MapData>,
-    kallsyms: Kallsyms,
+    kallsyms: Symbols,
     /// tid -> (episode start, frames read from /proc), for episodes in progress.
     from_proc: HashMap<u32, (u64, Vec<String>)>,
 }
 
 impl StackBook {
-    pub fn new(map: StackTraceMap<MapData>, kallsyms: Kallsyms) -> Self {
+    /// `kallsyms` may still be loading (see [`Kallsyms::load_in_background`]).
+    pub fn new(map: StackTraceMap<MapData>, kallsyms: std::thread::JoinHandle<Kallsyms>) -> Self {
         Self {
             map,
-            kallsyms,
+            kallsyms: Symbols::Loading(Some(kallsyms)),
             from_proc: HashMap::new(),
         }
     }
@@ -38,7 +39,10 @@ impl StackBook {
         if let Ok(id) = u32::try_from(stack_id)
             && let Ok(trace) = self.map.get(&id, 0)
         {
-            return self.kallsyms.frames(trace.frames().iter().map(|f| f.ip));
+            return self
+                .kallsyms
+                .get()
+                .frames(trace.frames().iter().map(|f| f.ip));
         }
         if let Some((start, frames)) = self.from_proc.get(&tid)
             && *start == start_ns
@@ -56,6 +60,29 @@ impl StackBook {
     /// Forgets /proc stacks of episodes no longer in progress (`live` lists those that are).
     pub fn retain(&mut self, live: impl Fn(u32, u64) -> bool) {
         self.from_proc.retain(|&tid, (start, _)| live(tid, *start));
+    }
+}
+
+/// The kernel's symbols, loaded by a thread until first needed.
+enum Symbols {
+    Loading(Option<std::thread::JoinHandle<Kallsyms>>),
+    Ready(Kallsyms),
+}
+
+impl Symbols {
+    fn get(&mut self) -> &Kallsyms {
+        if let Self::Loading(handle) = self {
+            // A thread that panicked leaves stacks unsymbolized rather than the tool dead.
+            let loaded = handle
+                .take()
+                .and_then(|h| h.join().ok())
+                .unwrap_or_else(|| Kallsyms::parse(""));
+            *self = Self::Ready(loaded);
+        }
+        match self {
+            Self::Ready(kallsyms) => kallsyms,
+            Self::Loading(_) => unreachable!("loaded just above"),
+        }
     }
 }
 

@@ -139,6 +139,9 @@ impl Probes {
         };
         let mut plan = Vec::new();
         let mut offsets = Vec::new();
+        // aya's loader parses the kernel's BTF too when it is made (~15 ms here, more on a
+        // busy host): let it do that on the other core while this one reads ours and tracefs.
+        let loader_thread = std::thread::spawn(EbpfLoader::new);
         let btf = btf::Btf::from_sys_fs();
         let raw = raw::plan(&env.tracefs, env.kernel, btf.as_ref());
         let raw_dio = btf.as_ref().ok().and_then(|btf| raw::dio_offsets(btf).ok());
@@ -259,7 +262,9 @@ impl Probes {
             raw_plan.push(("dstate_switch_raw", "sched_switch"));
         }
 
-        let mut loader = EbpfLoader::new();
+        let mut loader = loader_thread
+            .join()
+            .map_err(|_| anyhow!("preparing the eBPF loader panicked"))?;
         for (global, fields) in &offsets {
             loader.override_global(global, fields, true);
         }
