@@ -2,7 +2,7 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_ANY, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated},
     macros::{map, tracepoint},
     maps::{PerCpuArray, PerCpuHashMap, RingBuf, ring_buf::RingBufEntry},
@@ -71,6 +71,31 @@ pub fn submit<T>(record: RingBufEntry<T>) {
     record.submit(u64::from(wake));
     bump(COUNTER_RING_SUBMITTED);
 }
+
+/// Adds `delta` to this CPU's slot of `key` in a per-CPU hash of sums, creating the key if
+/// absent. Created only if still absent: another CPU may have created it since the lookup,
+/// and replacing it would lose what that CPU added (a per-CPU value is created zero on every
+/// other CPU).
+macro_rules! add_per_cpu {
+    ($map:expr, $key:expr, $delta:expr) => {{
+        let (key, delta): (_, u64) = ($key, $delta);
+        match $map.get_ptr_mut(key) {
+            // SAFETY: this CPU's slot of a per-CPU value.
+            Some(total) => unsafe { *total += delta },
+            None => {
+                if $map
+                    .insert(key, &delta, u64::from(aya_ebpf::bindings::BPF_NOEXIST))
+                    .is_err()
+                    && let Some(total) = $map.get_ptr_mut(key)
+                {
+                    // SAFETY: as above.
+                    unsafe { *total += delta };
+                }
+            }
+        }
+    }};
+}
+pub(crate) use add_per_cpu;
 
 #[inline(always)]
 pub fn bump(counter: u32) {
@@ -337,13 +362,10 @@ fn aggregate(dev: u32, op: u8, bytes: u32, error: i32, queue_ns: u64, device_ns:
             let Some(zero) = ZERO_AGGREGATE.get_ptr(0) else {
                 return;
             };
-            // SAFETY: `zero` points at a map value of the right type; insert copies it.
-            if DISK_AGGREGATES
-                .insert(&dev, unsafe { &*zero }, u64::from(BPF_ANY))
-                .is_err()
-            {
-                return;
-            }
+            // SAFETY: `zero` points at a map value of the right type; insert copies it. Only
+            // if absent: another CPU may have created it since the lookup, and replacing it
+            // would lose what that CPU added (a per-CPU value is created zero on every CPU).
+            let _ = DISK_AGGREGATES.insert(&dev, unsafe { &*zero }, u64::from(BPF_NOEXIST));
             let Some(agg) = DISK_AGGREGATES.get_ptr_mut(&dev) else {
                 return;
             };

@@ -21,7 +21,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit},
+    block::{EVENTS, add_per_cpu, bump, submit},
     fields::Window,
 };
 
@@ -173,13 +173,7 @@ pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 pub fn finished(episode: &Episode, end_ns: u64) {
     let duration = end_ns - episode.start_ns;
-    match DSTATE_TIME.get_ptr_mut(&episode.tgid) {
-        // SAFETY: this CPU's slot of a per-CPU value.
-        Some(total) => unsafe { *total += duration },
-        None => {
-            let _ = DSTATE_TIME.insert(&episode.tgid, &duration, u64::from(BPF_ANY));
-        }
-    }
+    add_per_cpu!(DSTATE_TIME, &episode.tgid, duration);
     if duration < DSTATE_RECORD_MIN_NS.load() {
         return;
     }

@@ -25,7 +25,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit},
+    block::{EVENTS, add_per_cpu, bump, submit},
     fields::Window,
     file::{self, FileIdentity},
 };
@@ -46,13 +46,24 @@ static SYNCS_ACTIVE: Array<u64> = Array::with_max_entries(1, 0);
 #[inline(always)]
 fn syncs_active_add(delta: u64) {
     if let Some(count) = SYNCS_ACTIVE.get_ptr_mut(0) {
-        // SAFETY: a valid, aligned map value; lowered to BPF's atomic add.
-        unsafe {
-            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                count, delta,
-            )
-        };
+        // SAFETY: a valid, aligned map value.
+        unsafe { atomic_add(count, delta) };
     }
+}
+
+/// `*target += delta`, atomically across CPUs (BPF's lock-prefixed add; core's atomics need
+/// compare-and-swap, which the BPF target lacks).
+///
+/// # Safety
+/// `target` is a valid, aligned map value.
+#[inline(always)]
+unsafe fn atomic_add(target: *mut u64, delta: u64) {
+    // SAFETY: the caller's.
+    unsafe {
+        core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+            target, delta,
+        )
+    };
 }
 
 /// Whether any thread may be inside a sync call (cheap: an inlined array load).
@@ -201,28 +212,27 @@ fn account(fd: u64, bytes: u64) {
         return;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    match LOGICAL_WRITES.get_ptr_mut(&tgid) {
-        // SAFETY: this CPU's slot of a per-CPU value.
-        Some(total) => unsafe { *total += bytes },
-        None => {
-            let _ = LOGICAL_WRITES.insert(&tgid, &bytes, u64::from(BPF_ANY));
-        }
-    }
+    add_per_cpu!(LOGICAL_WRITES, &tgid, bytes);
     let key = FdKey {
         tgid,
         fd: fd as i32,
     };
-    match FD_WINDOWS.get_ptr_mut(&key) {
-        // SAFETY: a valid map value. Two threads writing one fd at the same instant on two
-        // CPUs can lose an addition (no atomic add in core for the BPF target).
-        Some(window) => unsafe {
-            (*window).bytes += bytes;
-            (*window).writes += 1;
-        },
+    let window = match FD_WINDOWS.get_ptr_mut(&key) {
+        Some(window) => window,
         None => {
-            let first = FdWindow { bytes, writes: 1 };
-            let _ = FD_WINDOWS.insert(&key, &first, u64::from(BPF_ANY));
+            // Only if still absent (see `add_per_cpu`).
+            let _ = FD_WINDOWS.insert(&key, &FdWindow::default(), u64::from(BPF_NOEXIST));
+            let Some(window) = FD_WINDOWS.get_ptr_mut(&key) else {
+                return;
+            };
+            window
         }
+    };
+    // SAFETY: a valid map value; atomic, as threads of one process may write one fd on
+    // several CPUs at once.
+    unsafe {
+        atomic_add(&raw mut (*window).bytes, bytes);
+        atomic_add(&raw mut (*window).writes, 1);
     }
 }
 

@@ -216,6 +216,12 @@ impl JsonRun {
         run
     }
 
+    /// The tool's pid.
+    #[must_use]
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap()
+    }
+
     /// Stops the tool with SIGINT (it reports the partial interval) and returns every
     /// interval it printed.
     pub fn stop(mut self) -> Vec<Value> {
