@@ -282,6 +282,11 @@ impl Pipeline {
         self.drain()?;
         let sample = self.live_feed().sample(kind);
         let snap = self.apply(Input::Sample(Box::new(sample)))?;
+        // What a burst of short-lived processes needed is freed once they are reported, but
+        // the allocator keeps the pages: give them back. Measured: ~0.08 ms an interval when
+        // idle, 1-9 ms during 30,000 processes in 16 s.
+        // SAFETY: malloc_trim has no preconditions.
+        unsafe { libc::malloc_trim(0) };
         Ok(Box::new(snap.unwrap_or_else(|| {
             unreachable!("an interval or final sample closes an interval")
         })))

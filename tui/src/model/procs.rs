@@ -230,7 +230,9 @@ impl ProcState {
 #[derive(Debug)]
 pub(super) struct ProcBook {
     settings: Settings,
-    procs: HashMap<u32, ProcState>,
+    /// Boxed: a state is ~2 KB, and a table of them inline would keep the capacity a burst
+    /// of short-lived processes once needed (8 MB for 4096) long after they are gone.
+    procs: HashMap<u32, Box<ProcState>>,
 }
 
 impl ProcBook {
@@ -245,7 +247,7 @@ impl ProcBook {
         let proc = self
             .procs
             .entry(tgid)
-            .or_insert_with(|| ProcState::new(comm, at_ns));
+            .or_insert_with(|| Box::new(ProcState::new(comm, at_ns)));
         proc.seen(comm, at_ns);
         proc
     }
@@ -323,7 +325,7 @@ impl ProcBook {
             (None, Some(comm)) if ns >= 1_000_000 => self
                 .procs
                 .entry(tgid)
-                .or_insert_with(|| ProcState::new(Comm::new(comm), now_ns)),
+                .or_insert_with(|| Box::new(ProcState::new(Comm::new(comm), now_ns))),
             _ => return,
         };
         proc.interval.dstate_ns = proc.interval.dstate_ns.saturating_add(ns);
@@ -403,11 +405,20 @@ impl ProcBook {
                 gone.push(tgid);
             }
         }
+        shrink(&mut self.procs);
         gone
     }
 
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.procs.len()
+    }
+}
+
+/// Gives back a map's spare capacity once it holds under a quarter of it: after a burst of
+/// short-lived processes, the table they needed is not kept for the rest of the run.
+pub(super) fn shrink<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
     }
 }
