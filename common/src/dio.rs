@@ -35,9 +35,11 @@ pub struct DioRecord {
     /// The file's name (last path component), when the probe could read it (raw
     /// tracepoint); zeros otherwise.
     pub name: [u8; crate::sync::FILE_NAME_LEN],
+    /// The name of its directory (see `SyncCallRecord::parent`).
+    pub parent: [u8; crate::sync::FILE_NAME_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<DioRecord>() == 120);
+const _: () = assert!(core::mem::size_of::<DioRecord>() == 152);
 
 /// Offsets, from BTF, for the raw `iomap_dio_rw_begin(struct kiocb *, struct iov_iter *,
 /// unsigned int dio_flags, size_t done_before)` probe: `iocb->{ki_filp, ki_pos, ki_flags}`,

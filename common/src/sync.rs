@@ -50,12 +50,15 @@ pub struct SyncCallRecord {
     /// The file's name (its last path component, NUL-padded): names the file of a process
     /// that exits before user space can look at its fds.
     pub name: [u8; FILE_NAME_LEN],
+    /// The name of the directory it is in (empty for the root): `mail/m12` tells more than
+    /// `m12` when four hundred files are each synced once and closed.
+    pub parent: [u8; FILE_NAME_LEN],
 }
 
 /// Bytes of a synced file's name kept in a record.
 pub const FILE_NAME_LEN: usize = 32;
 
-const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 128);
+const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 160);
 
 /// Offsets, from BTF, of the kernel objects between a task and its file's superblock:
 /// `task->files->fdt->fd[n]->f_inode->{i_ino, i_sb->{s_dev, s_blocksize_bits}}`. All zero:
@@ -73,9 +76,11 @@ pub struct FileOffsets {
     pub inode_sb: u32,
     pub sb_dev: u32,
     pub sb_blocksize_bits: u32,
-    /// `file->f_path.dentry` and `dentry->d_name.name`.
+    /// `file->f_path.dentry`, `dentry->d_name.name` and `dentry->d_parent`.
     pub file_dentry: u32,
     pub dentry_name: u32,
+    pub dentry_parent: u32,
+    pub _pad: u32,
 }
 
 impl FileOffsets {
@@ -91,6 +96,8 @@ impl FileOffsets {
         sb_blocksize_bits: 0,
         file_dentry: 0,
         dentry_name: 0,
+        dentry_parent: 0,
+        _pad: 0,
     };
 }
 

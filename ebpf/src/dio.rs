@@ -59,6 +59,7 @@ struct Call {
     ki_flags: u32,
     dio_flags: u32,
     name: [u8; FILE_NAME_LEN],
+    parent: [u8; FILE_NAME_LEN],
 }
 
 #[inline(always)]
@@ -87,6 +88,7 @@ fn emit(call: &Call) {
         _pad: 0,
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
         name: call.name,
+        parent: call.parent,
     });
     submit(slot);
 }
@@ -118,6 +120,7 @@ pub fn dio_begin(ctx: TracePointContext) -> u32 {
         ki_flags,
         dio_flags: w.u32(o.dio_flags).unwrap_or(0),
         name: [0; FILE_NAME_LEN],
+        parent: [0; FILE_NAME_LEN],
     });
     0
 }
@@ -154,6 +157,7 @@ pub fn raw_dio_begin(ctx: RawTracePointContext) -> i32 {
         ki_flags: read(iocb, o.iocb_flags).unwrap_or(0),
         dio_flags: dio_flags as u32,
         name: id.name,
+        parent: id.parent,
     });
     0
 }

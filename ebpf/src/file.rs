@@ -29,6 +29,8 @@ pub struct FileIdentity {
     /// `inode->i_size` when asked for (0 otherwise).
     pub size: i64,
     pub name: [u8; FILE_NAME_LEN],
+    /// Its directory's name (empty at the root).
+    pub parent: [u8; FILE_NAME_LEN],
 }
 
 impl FileIdentity {
@@ -38,6 +40,7 @@ impl FileIdentity {
         blkbits: 0,
         size: 0,
         name: [0; FILE_NAME_LEN],
+        parent: [0; FILE_NAME_LEN],
     };
 }
 
@@ -59,10 +62,23 @@ pub fn of_file(file: u64, size_offset: Option<u32>) -> Result<FileIdentity, ()> 
             None => 0,
         },
         name: [0; FILE_NAME_LEN],
+        parent: [0; FILE_NAME_LEN],
     };
-    if let Ok(name) = read::<u64>(file, o.file_dentry).and_then(|d| read::<u64>(d, o.dentry_name)) {
+    let Ok(dentry) = read::<u64>(file, o.file_dentry) else {
+        return Ok(id);
+    };
+    if let Ok(name) = read::<u64>(dentry, o.dentry_name) {
         // SAFETY: the helper validates the kernel address and bounds the copy.
         let _ = unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut id.name) };
+    }
+    // The root is its own parent.
+    if o.dentry_parent != 0
+        && let Ok(parent) = read::<u64>(dentry, o.dentry_parent)
+        && parent != dentry
+        && let Ok(name) = read::<u64>(parent, o.dentry_name)
+    {
+        // SAFETY: as above.
+        let _ = unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut id.parent) };
     }
     Ok(id)
 }

@@ -200,6 +200,7 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
         _pad: [0; 6],
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
         name: file.name,
+        parent: file.parent,
     });
     submit(slot);
     0

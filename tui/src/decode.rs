@@ -80,7 +80,7 @@ pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
                 physical_block_size: 0,
                 fs_start_sector: 0,
                 file: None,
-                name: Comm::text(&raw.name),
+                name: joined_name(&raw.parent, &raw.name),
             }))
         }
         RECORD_EXIT => {
@@ -153,8 +153,19 @@ fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
         },
         fs_dev: (raw.fs_dev != 0).then(|| Dev::from_kernel(raw.fs_dev)),
         ino: raw.ino,
-        name: Comm::text(&raw.name),
+        name: joined_name(&raw.parent, &raw.name),
     })
+}
+
+/// `parent/name` from a record's two name fields (the name alone at the root, or when the
+/// directory is unknown; "/" is the root's own name).
+fn joined_name(parent: &[u8], name: &[u8]) -> String {
+    let (parent, name) = (Comm::text(parent), Comm::text(name));
+    if parent.is_empty() || parent == "/" || name.is_empty() {
+        name
+    } else {
+        format!("{parent}/{name}")
+    }
 }
 
 #[cfg(test)]
@@ -236,6 +247,11 @@ mod tests {
                 name[..7].copy_from_slice(b"wal.log");
                 name
             },
+            parent: {
+                let mut parent = [0u8; 32];
+                parent[..6].copy_from_slice(b"pg_wal");
+                parent
+            },
         };
         let Ok(Input::Sync(call)) = decode(bytemuck::bytes_of(&raw)) else {
             panic!("not a sync record")
@@ -250,7 +266,9 @@ mod tests {
             (1024, Some(Dev::new(7, 1)), 12),
             "the file's identity and block size, read in the kernel"
         );
-        assert_eq!(call.name, "wal.log");
+        assert_eq!(call.name, "pg_wal/wal.log", "with its directory");
+        assert_eq!(joined_name(b"/", b"etc"), "etc", "at the root");
+        assert_eq!(joined_name(b"", b"x"), "x");
         let mut bad = raw;
         bad.kind = 99;
         assert_eq!(

@@ -55,6 +55,8 @@ pub fn file_offsets(btf: &Btf) -> Result<FileOffsets, super::btf::BtfError> {
         sb_blocksize_bits: btf.member_offset("super_block", "s_blocksize_bits")?,
         file_dentry: btf.member_offset("file", "f_path")? + btf.member_offset("path", "dentry")?,
         dentry_name: btf.member_offset("dentry", "d_name")? + btf.member_offset("qstr", "name")?,
+        dentry_parent: btf.member_offset("dentry", "d_parent")?,
+        _pad: 0,
     })
 }
 
