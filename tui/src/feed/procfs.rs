@@ -1,7 +1,8 @@
 //! What /proc tells about the tasks behind events: kernel threads, and the files behind fds.
 //! Looked up in user space, once per task or per fd and second, and cached.
 
-use std::{collections::HashMap, fs, os::unix::fs::MetadataExt as _, path::Path};
+use crate::model::FastMap;
+use std::{fs, os::unix::fs::MetadataExt as _, path::Path};
 
 use crate::model::{Dev, FileRef};
 
@@ -69,14 +70,14 @@ pub fn thread_state(tid: u32) -> Option<char> {
 /// What was learnt from /proc about processes, forgotten when they exit and bounded.
 #[derive(Default)]
 pub struct ProcCache {
-    kernel_threads: HashMap<u32, bool>,
+    kernel_threads: FastMap<u32, bool>,
     /// (tgid, fd) -> (file, its filesystem's device, when looked up).
-    fds: HashMap<(u32, i32), (FileRef, Option<Dev>, u64)>,
+    fds: FastMap<(u32, i32), (FileRef, Option<Dev>, u64)>,
     /// (tgid, fs device, inode) -> path, found among the process's open fds.
-    inodes: HashMap<(u32, Dev, u64), Option<String>>,
+    inodes: FastMap<(u32, Dev, u64), Option<String>>,
     /// (fs device, inode) -> the path a process had it open as: names the files of
     /// processes gone before their fds could be read.
-    inode_paths: HashMap<(Dev, u64), String>,
+    inode_paths: FastMap<(Dev, u64), String>,
 }
 
 impl ProcCache {

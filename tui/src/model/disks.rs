@@ -3,8 +3,7 @@
 //! from /proc/diskstats. Every difference starts from the baseline taken when the probes
 //! were attached, so the first interval is as right as any other.
 
-use std::collections::HashMap;
-
+use super::FastMap;
 use iotop_bpf_common::block::{OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
@@ -46,13 +45,13 @@ impl RequestSizes {
 
 #[derive(Debug, Default)]
 pub(super) struct DiskBook {
-    disks: HashMap<Dev, DiskState>,
+    disks: FastMap<Dev, DiskState>,
     /// The kernel's totals at the previous sample (at the baseline for the first).
-    prev_totals: HashMap<Dev, DiskTotals>,
+    prev_totals: FastMap<Dev, DiskTotals>,
     /// And at the baseline: totals since start are differences from these.
-    start_totals: HashMap<Dev, DiskTotals>,
-    prev_diskstats: HashMap<Dev, DiskStat>,
-    busy_total_ms: HashMap<Dev, u64>,
+    start_totals: FastMap<Dev, DiskTotals>,
+    prev_diskstats: FastMap<Dev, DiskStat>,
+    busy_total_ms: FastMap<Dev, u64>,
 }
 
 impl DiskBook {
@@ -78,7 +77,7 @@ impl DiskBook {
         name_of: &impl Fn(Dev) -> String,
     ) -> Vec<DiskRow> {
         // Busy time in this interval; a disk seen for the first time counts from now.
-        let busy_ms: HashMap<Dev, u64> = sample
+        let busy_ms: FastMap<Dev, u64> = sample
             .diskstats
             .iter()
             .map(|stat| {
@@ -92,7 +91,7 @@ impl DiskBook {
         for (dev, busy) in &busy_ms {
             *self.busy_total_ms.entry(*dev).or_default() += busy;
         }
-        let geometry: HashMap<Dev, DiskGeometry> =
+        let geometry: FastMap<Dev, DiskGeometry> =
             sample.geometry.iter().map(|g| (g.dev, *g)).collect();
         let mut rows: Vec<DiskRow> = sample
             .disks

@@ -5,8 +5,7 @@
 //! counted in that interval already, and subtracted again when its full duration arrives with
 //! the kernel sum, so a long episode spreads over the intervals it spans.
 
-use std::collections::HashMap;
-
+use super::FastMap;
 use super::{
     DStateEpisode, DStateNow,
     snapshot::{DStateEpisodeRow, DStateTask},
@@ -33,11 +32,11 @@ struct ThreadHistory {
 #[derive(Debug, Default)]
 pub(super) struct DStateBook {
     recent: Vec<DStateEpisode>,
-    per_thread: HashMap<u32, ThreadHistory>,
+    per_thread: FastMap<u32, ThreadHistory>,
     /// tgid -> the kernel's cumulative D time at the previous tick.
-    prev_time: HashMap<u32, u64>,
+    prev_time: FastMap<u32, u64>,
     /// (tid, start) of episodes in progress -> (tgid, ns already counted in past intervals).
-    counted: HashMap<(u32, u64), (u32, u64)>,
+    counted: FastMap<(u32, u64), (u32, u64)>,
 }
 
 impl DStateBook {
@@ -81,8 +80,8 @@ impl DStateBook {
         last_tick_ns: u64,
         kernel_time: &[(u32, u64)],
         in_d: &[DStateNow],
-    ) -> HashMap<u32, u64> {
-        let mut time: HashMap<u32, u64> = HashMap::new();
+    ) -> FastMap<u32, u64> {
+        let mut time: FastMap<u32, u64> = FastMap::default();
         for &(tgid, total) in kernel_time {
             let before = self.prev_time.insert(tgid, total).unwrap_or(0);
             let delta = total.saturating_sub(before);

@@ -19,7 +19,8 @@
 //! Time is the model's: writes and calls carry kernel timestamps, settling happens at the
 //! samples' `now_ns`, so a replay settles exactly as the live run did.
 
-use std::collections::{HashMap, VecDeque};
+use super::FastMap;
+use std::collections::VecDeque;
 
 use super::{BlockIo, Comm, Dev, Op, SyncCall};
 
@@ -87,7 +88,7 @@ impl SettledSync {
 
 #[derive(Debug, Default)]
 pub struct SyncLedger {
-    own: HashMap<u32, OwnWrites>,
+    own: FastMap<u32, OwnWrites>,
     pending: VecDeque<PendingWrite>,
     /// Calls waiting to be settled, sorted by start.
     open: Vec<SettledSync>,

@@ -34,6 +34,10 @@ pub use snapshot::{
     wait_site,
 };
 
+/// A hash map with a fast hash, for the maps every event touches (keys are pids, device
+/// numbers and file identities from the kernel; SipHash was 16% of the tool's CPU).
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 #[cfg(test)]
 pub mod fixtures;
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The process book: per-process state, fed per request and per call, read once per interval,
 //! and evicted soon after the process exits.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use super::FastMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
@@ -232,14 +233,14 @@ pub(super) struct ProcBook {
     settings: Settings,
     /// Boxed: a state is ~2 KB, and a table of them inline would keep the capacity a burst
     /// of short-lived processes once needed (8 MB for 4096) long after they are gone.
-    procs: HashMap<u32, Box<ProcState>>,
+    procs: FastMap<u32, Box<ProcState>>,
 }
 
 impl ProcBook {
     pub(super) fn new(settings: Settings) -> Self {
         Self {
             settings,
-            procs: HashMap::new(),
+            procs: FastMap::default(),
         }
     }
 
@@ -417,7 +418,7 @@ impl ProcBook {
 
 /// Gives back a map's spare capacity once it holds under a quarter of it: after a burst of
 /// short-lived processes, the table they needed is not kept for the rest of the run.
-pub(super) fn shrink<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+pub(super) fn shrink<K: Eq + std::hash::Hash, V>(map: &mut FastMap<K, V>) {
     if map.capacity() > 64 && map.len() < map.capacity() / 4 {
         map.shrink_to(map.len() * 2);
     }

@@ -10,8 +10,7 @@
 //! The encoder and the decoder keep mirrored tables, so the stream must be read from its
 //! start; a table that grows past [`MAX_INTERNED`] is reset by a record of its own.
 
-use std::collections::HashMap;
-
+use crate::model::FastMap;
 use crate::model::{BlockIo, Comm, Dev, Input, Op};
 
 /// Interned tasks or devices at most; then both tables start over.
@@ -41,8 +40,8 @@ struct Tables {
 
 #[derive(Debug, Default)]
 pub struct Encoder {
-    tasks: HashMap<Task, u32>,
-    devs: HashMap<Dev, u32>,
+    tasks: FastMap<Task, u32>,
+    devs: FastMap<Dev, u32>,
     tables: Tables,
 }
 
