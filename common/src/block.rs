@@ -64,9 +64,17 @@ pub struct BlockIoRecord {
     /// The raw `rwbs` string (first 8 bytes); user space decodes the flags from it.
     pub rwbs: [u8; RWBS_READ_LEN],
     pub comm: [u8; COMM_LEN],
+    /// The request's cgroup (its bio's blkcg: the cgroup directory's inode number); 0 when
+    /// unknown.
+    pub cgroup_id: u64,
+    /// Write-back: the process that dirtied the pages a flusher wrote (0: none, or not
+    /// write-back), and its command.
+    pub dirtier_tgid: u32,
+    pub _pad2: u32,
+    pub dirtier_comm: [u8; COMM_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<BlockIoRecord>() == 88);
+const _: () = assert!(core::mem::size_of::<BlockIoRecord>() == 120);
 
 /// Key of the in-flight request table: requests are identified by device and start sector,
 /// which is what every block tracepoint reports (the `struct request *` is not exposed).

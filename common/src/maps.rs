@@ -79,4 +79,6 @@ mod pod {
     unsafe impl aya::Pod for crate::process::ExitOffsets {}
     unsafe impl aya::Pod for crate::sync::FileOffsets {}
     unsafe impl aya::Pod for crate::dio::RawDioOffsets {}
+    unsafe impl aya::Pod for crate::blame::BlameOffsets {}
+    unsafe impl aya::Pod for crate::blame::Dirtier {}
 }

@@ -24,6 +24,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
+    blame::Blame,
     fields::{
         COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, Window,
     },
@@ -263,6 +264,7 @@ pub fn block_complete(ctx: TracePointContext) -> u32 {
         op: rwbs::op_of(&rwbs),
         flags: 0,
         rwbs,
+        blame: Blame::NONE,
     };
     // The rest of a partially completed request now starts after what completed.
     let rest_key = InFlightKey {
@@ -294,6 +296,8 @@ pub struct Completion {
     /// `FLAG_*` bits known here (the raw probes decode them from `cmd_flags`).
     pub flags: u8,
     pub rwbs: [u8; RWBS_READ_LEN],
+    /// Whom it is blamed on (raw tracepoints only: the classic ones do not give the request).
+    pub blame: Blame,
 }
 
 /// Completes the request in `slot`: per-disk aggregates and one record. A partial completion
@@ -350,6 +354,10 @@ pub fn finish(slot: *mut InFlightSlot, c: &Completion, rest_key: &InFlightKey, n
         _pad: 0,
         rwbs: c.rwbs,
         comm: started.comm,
+        cgroup_id: c.blame.cgroup_id,
+        dirtier_tgid: c.blame.dirtier.map_or(0, |d| d.tgid),
+        _pad2: 0,
+        dirtier_comm: c.blame.dirtier.map_or([0; COMM_LEN], |d| d.comm),
     });
     submit(record);
 }

@@ -12,6 +12,7 @@
 )]
 #![no_main]
 
+mod blame;
 mod block;
 mod dio;
 mod exit;

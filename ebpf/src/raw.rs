@@ -23,6 +23,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
+    blame,
     block::{Completion, bump, created_by_current_task, finish, issued, unpaired},
     inflight,
     sched::{Episodes, finished},
@@ -116,6 +117,12 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
             0
         }
     };
+    // Write-back is written by flushers, kworkers: look up whose pages those are.
+    let by_flusher = op == OP_WRITE && {
+        // SAFETY: the slot is this request's (see `inflight`); a copy of 8 bytes.
+        let comm = unsafe { (*slot).value.comm };
+        comm[..8] == *b"kworker/"
+    };
     let completion = Completion {
         dev,
         sector,
@@ -129,6 +136,7 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
             | bit(o.bit_preflush, FLAG_PREFLUSH)
             | bit(o.bit_rahead, FLAG_READAHEAD),
         rwbs: [0; RWBS_READ_LEN],
+        blame: blame::of(rq, by_flusher),
     };
     finish(slot, &completion, &key(rq), now);
     0

@@ -12,7 +12,8 @@ use iotop_bpf_common::{
 use thiserror::Error;
 
 use crate::model::{
-    BlockIo, Comm, DStateEpisode, Dev, DioCall, FileRef, Input, Op, ProcessExit, SyncCall, SyncKind,
+    BlockIo, Comm, DStateEpisode, Dev, DioCall, Dirtier, FileRef, Input, Op, ProcessExit, SyncCall,
+    SyncKind,
 };
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -122,6 +123,11 @@ fn block_io(raw: &BlockIoRecord) -> BlockIo {
         completed_ns: raw.completed_ns,
         error: raw.error,
         kernel_thread: false,
+        cgroup: raw.cgroup_id,
+        dirtier: (raw.dirtier_tgid != 0).then(|| Dirtier {
+            tgid: raw.dirtier_tgid,
+            comm: Comm::from_bytes(raw.dirtier_comm),
+        }),
     }
 }
 
@@ -198,6 +204,10 @@ mod tests {
             _pad: 0,
             rwbs: *b"WS\0\0\0\0\0\0",
             comm,
+            cgroup_id: 0,
+            dirtier_tgid: 0,
+            _pad2: 0,
+            dirtier_comm: [0; 16],
         }
     }
 
@@ -215,6 +225,22 @@ mod tests {
         assert_eq!(
             (io.queue_ns(), io.device_ns(), io.latency_ns()),
             (50, 250, 300)
+        );
+        assert_eq!((io.cgroup, io.dirtier), (0, None));
+        let mut written_back = raw;
+        written_back.cgroup_id = 9001;
+        written_back.dirtier_tgid = 77;
+        written_back.dirtier_comm[..2].copy_from_slice(b"dd");
+        let Ok(Input::Block(io)) = decode(bytemuck::bytes_of(&written_back)) else {
+            panic!("not a block record")
+        };
+        assert_eq!(io.cgroup, 9001);
+        assert_eq!(
+            io.dirtier,
+            Some(Dirtier {
+                tgid: 77,
+                comm: Comm::new("dd")
+            })
         );
     }
 

@@ -227,5 +227,7 @@ fn request(
         completed_ns: i * US + queue + device,
         error: 0,
         kernel_thread: false,
+        cgroup: 0,
+        dirtier: None,
     }
 }

@@ -160,6 +160,19 @@ pub struct BlockIo {
     /// Submitted by a kernel thread (jbd2, kworker, ...): a candidate for charging to the
     /// sync callers it wrote for. Set by the feed from /proc, not by the probes.
     pub kernel_thread: bool,
+    /// The request's cgroup (the inode number of its cgroup directory); 0 when unknown.
+    #[serde(default)]
+    pub cgroup: u64,
+    /// Write-back: the process whose dirty pages a flusher wrote.
+    #[serde(default)]
+    pub dirtier: Option<Dirtier>,
+}
+
+/// A process that dirtied the pages a write-back request writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Dirtier {
+    pub tgid: u32,
+    pub comm: Comm,
 }
 
 impl BlockIo {

@@ -101,7 +101,8 @@ impl SyncLedger {
         if io.op != Op::Write || io.bytes == 0 {
             return;
         }
-        if io.kernel_thread {
+        // Write-back of a process's dirty pages is that process's, not a journal commit.
+        if io.kernel_thread && io.dirtier.is_none() {
             if self.pending.len() >= MAX_PENDING_WRITES {
                 self.pending.pop_front();
             }
@@ -268,6 +269,8 @@ mod tests {
             completed_ns: at_ms * MS + MS,
             error: 0,
             kernel_thread: kthread,
+            cgroup: 0,
+            dirtier: None,
         }
     }
 

@@ -292,6 +292,8 @@ mod tests {
             completed_ns: 0,
             error: 0,
             kernel_thread: false,
+            cgroup: 0,
+            dirtier: None,
         }
     }
 

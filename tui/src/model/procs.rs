@@ -12,7 +12,7 @@ use super::{
     ledger::{Charge, SettledSync},
     patterns::{DioGeometry, PatternStats},
     snapshot::{Latency, ProcDeviceRow, ProcFigures, ProcRow, SyncCallRow},
-    sync::SyncPeriod,
+    sync::{Parties, SyncPeriod},
 };
 
 /// Knobs of the model.
@@ -105,6 +105,24 @@ struct ProcPeriod {
     logical_bytes: u64,
     dstate_ns: u64,
     patterns: PatternStats,
+    writeback: WritebackPeriod,
+}
+
+/// Write-back between dirtiers and flushers over a period: a flusher's request to write a
+/// file's dirty pages is charged to the process that dirtied them (the probes know it).
+#[derive(Clone, Debug, Default)]
+struct WritebackPeriod {
+    /// As a dirtier: the flushers that wrote its pages, and the bytes.
+    written_by: Parties,
+    /// As a flusher: whose pages it wrote, and the bytes.
+    wrote_for: Parties,
+}
+
+impl WritebackPeriod {
+    fn merge(&mut self, other: &Self) {
+        self.written_by.merge(&other.written_by);
+        self.wrote_for.merge(&other.wrote_for);
+    }
 }
 
 impl ProcPeriod {
@@ -124,6 +142,7 @@ impl ProcPeriod {
         self.logical_bytes = self.logical_bytes.saturating_add(other.logical_bytes);
         self.dstate_ns = self.dstate_ns.saturating_add(other.dstate_ns);
         self.patterns.merge(&other.patterns);
+        self.writeback.merge(&other.writeback);
     }
 
     fn figures(&self) -> ProcFigures {
@@ -147,6 +166,10 @@ impl ProcPeriod {
             read_sizes: self.patterns.read_sizes(),
             sequential: self.patterns.sequential(),
             dio: self.patterns.dio_figures(),
+            writeback_bytes: self.writeback.written_by.total(),
+            written_back_by: self.writeback.written_by.figures(),
+            wrote_back_bytes: self.writeback.wrote_for.total(),
+            wrote_back_for: self.writeback.wrote_for.figures(),
         }
     }
 
@@ -261,6 +284,22 @@ impl ProcBook {
         proc.interval
             .patterns
             .add_request(io, sequential, &proc.dio_geometry);
+        if let Some(dirtier) = io.dirtier
+            && dirtier.tgid != io.tgid
+        {
+            let bytes = u64::from(io.bytes);
+            proc.interval
+                .writeback
+                .wrote_for
+                .add(dirtier.tgid, dirtier.comm, bytes);
+            // The dirtier may have exited long before its pages were written: it then gets a
+            // row again, forgotten like any idle one.
+            self.entry(dirtier.tgid, dirtier.comm, io.completed_ns)
+                .interval
+                .writeback
+                .written_by
+                .add(io.tgid, io.comm, bytes);
+        }
     }
 
     pub(super) fn sync(&mut self, call: &SyncCall) {

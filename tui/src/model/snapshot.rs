@@ -142,6 +142,29 @@ pub struct ProcFigures {
     pub sequential: u64,
     /// Its direct I/O calls that are not aligned to the largest block size in use.
     pub dio: DioFigures,
+    /// Bytes flushers wrote back for it (pages it dirtied), and by whom.
+    pub writeback_bytes: u64,
+    pub written_back_by: Vec<Party>,
+    /// As a flusher: bytes of write-back it wrote for processes the probes could name (its
+    /// own write requests, also counted in `write_bytes`), and for whom.
+    pub wrote_back_bytes: u64,
+    pub wrote_back_for: Vec<Party>,
+}
+
+impl ProcFigures {
+    /// Write bytes charged to it: those of its own requests, less the write-back it wrote for
+    /// others, plus the write-back others wrote for it. Over all processes these add up to
+    /// the disks' write bytes, each byte counted once, on the process that caused it.
+    pub fn write_bytes_caused(&self) -> u64 {
+        self.write_bytes
+            .saturating_sub(self.wrote_back_bytes)
+            .saturating_add(self.writeback_bytes)
+    }
+
+    /// Read bytes and the write bytes it caused: what ranks it in the process table.
+    pub fn bytes_caused(&self) -> u64 {
+        self.read_bytes + self.write_bytes_caused()
+    }
 }
 
 /// Direct I/O calls the probes streamed (those not aligned to the largest filesystem or

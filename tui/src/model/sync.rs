@@ -121,13 +121,13 @@ impl Settled {
 /// Counterparties by bytes, bounded: past [`MAX_PARTIES`] the smallest is folded into
 /// `other_bytes`.
 #[derive(Clone, Debug, Default)]
-struct Parties {
+pub(super) struct Parties {
     by_tgid: BTreeMap<u32, (Comm, u64)>,
     other_bytes: u64,
 }
 
 impl Parties {
-    fn add(&mut self, tgid: u32, comm: Comm, bytes: u64) {
+    pub(super) fn add(&mut self, tgid: u32, comm: Comm, bytes: u64) {
         if let Some(entry) = self.by_tgid.get_mut(&tgid) {
             entry.0 = comm;
             entry.1 += bytes;
@@ -142,18 +142,18 @@ impl Parties {
         }
     }
 
-    fn merge(&mut self, other: &Self) {
+    pub(super) fn merge(&mut self, other: &Self) {
         for (&tgid, &(comm, bytes)) in &other.by_tgid {
             self.add(tgid, comm, bytes);
         }
         self.other_bytes += other.other_bytes;
     }
 
-    fn total(&self) -> u64 {
+    pub(super) fn total(&self) -> u64 {
         self.by_tgid.values().map(|(_, b)| b).sum::<u64>() + self.other_bytes
     }
 
-    fn figures(&self) -> Vec<Party> {
+    pub(super) fn figures(&self) -> Vec<Party> {
         let mut parties: Vec<Party> = self
             .by_tgid
             .iter()

@@ -32,6 +32,8 @@ fn io(
         completed_ns: at_ns + queue + device,
         error: 0,
         kernel_thread: false,
+        cgroup: 0,
+        dirtier: None,
     }
 }
 
@@ -691,4 +693,63 @@ fn replayed_samples_without_costs_show_none() {
     assert_eq!(snap.events.cpu_pct, None);
     assert_eq!(snap.events.bpf_ns_per_io, None);
     assert_eq!(snap.events.bpf_cpu_pct, None);
+}
+
+#[test]
+fn write_back_is_charged_to_the_process_that_dirtied_the_pages() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let mut events = Vec::new();
+    for i in 0..48 {
+        let mut flush = io(900, "kworker/u8:3", LOOP0, Op::Write, 1 << 20, i * MS, US, MS);
+        flush.kernel_thread = true;
+        flush.dirtier = Some(Dirtier {
+            tgid: 4242,
+            comm: Comm::new("dd"),
+        });
+        events.push(flush);
+    }
+    // A flusher request whose pages nobody the probes saw dirtied stays the flusher's.
+    let mut unknown = io(900, "kworker/u8:3", LOOP0, Op::Write, 4096, 60 * MS, US, MS);
+    unknown.kernel_thread = true;
+    events.push(unknown);
+    // A sync call in progress meanwhile is not charged the write-back as journal.
+    model.ingest_sync(&SyncCall {
+        tgid: 77,
+        tid: 77,
+        comm: Comm::new("sync"),
+        kind: SyncKind::Syncfs,
+        fd: None,
+        file: FileRef::NoFile,
+        start_ns: 0,
+        end_ns: 70 * MS,
+        ret: 0,
+        window_bytes: 0,
+        window_writes: 0,
+        fs_block_size: 0,
+        dev: None,
+        fs_dev: None,
+        ino: 0,
+        name: String::new(),
+    });
+    for e in &events {
+        model.ingest(e);
+    }
+    let snap = model.tick(&sample(1_000 * MS, &events));
+    let row = |tgid: u32| snap.procs.iter().find(|p| p.tgid == tgid).unwrap();
+    let (dd, flusher) = (row(4242), row(900));
+    assert_eq!(dd.comm, "dd");
+    assert_eq!(dd.interval.writeback_bytes, 48 << 20);
+    assert_eq!(dd.interval.written_back_by[0].comm, "kworker/u8:3");
+    assert_eq!(dd.interval.write_bytes, 0, "its own requests: none");
+    assert_eq!(flusher.interval.write_bytes, (48 << 20) + 4096);
+    assert_eq!(flusher.interval.wrote_back_bytes, 48 << 20);
+    assert_eq!(flusher.interval.wrote_back_for[0].tgid, 4242);
+    assert_eq!(
+        dd.interval.write_bytes_caused() + flusher.interval.write_bytes_caused(),
+        (48 << 20) + 4096,
+        "each byte counted once, on the process that caused it"
+    );
+    assert_eq!(flusher.interval.write_bytes_caused(), 4096);
+    let sync = row(77);
+    assert_eq!(sync.interval.sync.charged_write_bytes, 4096, "only the unknown request");
 }

@@ -15,6 +15,7 @@ use aya::{
     programs::{RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
+    blame::{BlameOffsets, GLOBAL_BLAME_OFFSETS},
     block::{GLOBAL_RAW_OFFSETS, ORIGIN_INSERT, ORIGIN_START, RawOffsets},
     dio::{
         DIO_STREAM_ALIGN, DioOffsets, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS, RawDioOffsets,
@@ -159,6 +160,17 @@ impl Probes {
                 FileOffsets::ZERO
             }
         };
+        let (mut blame, blame_missing) = match (&raw, &btf) {
+            (Ok(_), Ok(btf)) => raw::blame_offsets(btf),
+            (Err(why), _) => (
+                BlameOffsets::OFF,
+                vec![format!(
+                    "classic tracepoints ({why}): requests have no cgroup, and write-back is charged to the flusher"
+                )],
+            ),
+            (Ok(_), Err(why)) => (BlameOffsets::OFF, vec![why.clone()]),
+        };
+        report.degraded.extend(blame_missing);
         drop(btf);
         report.mode = match &raw {
             Ok(_) => "raw tracepoints, kernel objects read at BTF offsets".to_string(),
@@ -261,6 +273,20 @@ impl Probes {
         if sched.raw_switch {
             raw_plan.push(("dstate_switch_raw", "sched_switch"));
         }
+        if blame.writeback != 0 {
+            if matches!(
+                env.tracefs.format("writeback", "writeback_dirty_folio"),
+                Ok(Some(_))
+            ) {
+                raw_plan.push(("blame_dirty_folio", "writeback_dirty_folio"));
+            } else {
+                blame.writeback = 0;
+                report.degraded.push(
+                    "no writeback:writeback_dirty_folio tracepoint: write-back is charged to the flusher, not to the process that dirtied the pages"
+                        .to_string(),
+                );
+            }
+        }
 
         let mut loader = loader_thread
             .join()
@@ -277,6 +303,7 @@ impl Probes {
         let raw_dio = raw_dio.unwrap_or(RawDioOffsets::ZERO);
         loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &raw_dio, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
+        loader.override_global(GLOBAL_BLAME_OFFSETS, &blame, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
         loader.override_global(
             GLOBAL_RAW_OFFSETS,

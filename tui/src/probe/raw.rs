@@ -1,6 +1,8 @@
 //! Whether the block and wakeup probes can run on raw tracepoints here, with which offsets.
 
-use iotop_bpf_common::{block::RawOffsets, dio::RawDioOffsets, sync::FileOffsets};
+use iotop_bpf_common::{
+    blame::BlameOffsets, block::RawOffsets, dio::RawDioOffsets, sync::FileOffsets,
+};
 
 use super::{btf::Btf, tracefs::Tracefs};
 
@@ -38,6 +40,60 @@ pub fn plan(
         );
     }
     Ok(offsets)
+}
+
+/// Offsets for blaming a request on its cgroup and, for write-back, on the process that
+/// dirtied its pages; each half is off (with the reason) when BTF lacks a member of its chain.
+pub fn blame_offsets(btf: &Btf) -> (BlameOffsets, Vec<String>) {
+    let mut offsets = BlameOffsets::OFF;
+    let mut missing = Vec::new();
+    let Ok(rq_bio) = btf.member_offset("request", "bio") else {
+        missing.push("kernel BTF has no request.bio: no cgroup and no write-back blame".into());
+        return (offsets, missing);
+    };
+    offsets.rq_bio = rq_bio;
+    let cgroup = (|| {
+        Ok::<_, super::btf::BtfError>((
+            btf.member_offset("bio", "bi_blkg")?,
+            btf.member_offset("blkcg_gq", "blkcg")?,
+            btf.member_offset("blkcg", "css")?
+                + btf.member_offset("cgroup_subsys_state", "cgroup")?,
+            btf.member_offset("cgroup", "kn")?,
+            btf.member_offset("kernfs_node", "id")?,
+        ))
+    })();
+    match cgroup {
+        Ok((bio_blkg, blkg_blkcg, blkcg_cgroup, cgroup_kn, kn_id)) => {
+            offsets.cgroup = 1;
+            offsets.bio_blkg = bio_blkg;
+            offsets.blkg_blkcg = blkg_blkcg;
+            offsets.blkcg_cgroup = blkcg_cgroup;
+            offsets.cgroup_kn = cgroup_kn;
+            offsets.kn_id = kn_id;
+        }
+        Err(e) => missing.push(format!("kernel BTF: {e}: requests have no cgroup")),
+    }
+    let pages = (|| {
+        Ok::<_, super::btf::BtfError>((
+            btf.member_offset("bio", "bi_io_vec")?,
+            btf.member_offset("bio_vec", "bv_page")?,
+            btf.member_offset("page", "compound_head")?,
+            btf.member_offset("page", "mapping")?,
+        ))
+    })();
+    match pages {
+        Ok((bio_io_vec, bvec_page, page_compound_head, page_mapping)) => {
+            offsets.writeback = 1;
+            offsets.bio_io_vec = bio_io_vec;
+            offsets.bvec_page = bvec_page;
+            offsets.page_compound_head = page_compound_head;
+            offsets.page_mapping = page_mapping;
+        }
+        Err(e) => missing.push(format!(
+            "kernel BTF: {e}: write-back is charged to the flusher, not to the process that dirtied the pages"
+        )),
+    }
+    (offsets, missing)
 }
 
 /// Where a task's open file's inode and superblock are: the sync probes name the synced

@@ -85,6 +85,9 @@ pub struct WrittenFor<'a> {
     pub pid: u32,
     pub comm: &'a str,
     pub bytes: u64,
+    /// `journal` (commits and flushes charged to its sync calls) or `write-back` (its dirty
+    /// pages, written by a flusher).
+    pub why: &'static str,
 }
 
 #[derive(Serialize)]
@@ -276,10 +279,14 @@ pub struct Process<'a> {
     /// A kernel thread (it writes for others), and whether the process exited.
     pub kernel_thread: bool,
     pub exited: bool,
-    /// Who wrote the charged bytes (e.g. jbd2/loop0-8).
+    /// Who wrote for it: journal bytes charged to its sync calls (e.g. jbd2/loop0-8), and
+    /// the flushers that wrote its dirty pages back.
     pub charged_from: Vec<WrittenFor<'a>>,
-    /// For kernel threads: whom they wrote for.
+    /// For kernel threads: whom they wrote for (journal commits, write-back).
     pub written_for: Vec<WrittenFor<'a>>,
+    /// Bytes of its dirty pages flushers wrote in this interval (not in `write_bytes`, which
+    /// counts the requests it created itself).
+    pub writeback_bytes: u64,
     pub dstate_ms: u64,
     pub devices: Vec<ProcessDevice<'a>>,
     /// Since iotop-bpf started (or first saw the process).
@@ -363,6 +370,7 @@ pub struct ProcessTotals {
     pub sync_latency_us: Percentiles,
     pub logical_write_bytes: u64,
     pub charged_write_bytes: u64,
+    pub writeback_bytes: u64,
     pub dstate_ms: u64,
 }
 
@@ -397,8 +405,13 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             sync_latency_us: (&f.sync.latency).into(),
             sync_window_bytes: f.sync.window_bytes,
             sync_write_bytes: f.sync.in_sync_write_bytes,
-            charged_from: parties(&f.sync.charged_from),
-            written_for: parties(&f.sync.on_behalf_of),
+            charged_from: parties(&f.sync.charged_from, "journal")
+                .chain(parties(&f.written_back_by, "write-back"))
+                .collect(),
+            written_for: parties(&f.sync.on_behalf_of, "journal")
+                .chain(parties(&f.wrote_back_for, "write-back"))
+                .collect(),
+            writeback_bytes: f.writeback_bytes,
             dstate_ms: f.dstate_ns / 1_000_000,
             devices: p
                 .devices
@@ -456,21 +469,20 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 sync_latency_us: (&p.total.sync.latency).into(),
                 logical_write_bytes: p.total.logical_write_bytes,
                 charged_write_bytes: p.total.sync.charged_write_bytes,
+                writeback_bytes: p.total.writeback_bytes,
                 dstate_ms: p.total.dstate_ns / 1_000_000,
             },
         }
     }
 }
 
-fn parties(parties: &[Party]) -> Vec<WrittenFor<'_>> {
-    parties
-        .iter()
-        .map(|p| WrittenFor {
-            pid: p.tgid,
-            comm: &p.comm,
-            bytes: p.bytes,
-        })
-        .collect()
+fn parties<'a>(parties: &'a [Party], why: &'static str) -> impl Iterator<Item = WrittenFor<'a>> {
+    parties.iter().map(move |p| WrittenFor {
+        pid: p.tgid,
+        comm: &p.comm,
+        bytes: p.bytes,
+        why,
+    })
 }
 
 fn round2(x: f64) -> f64 {

@@ -16,6 +16,7 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
         .iter()
         .filter(|p| {
             p.interval.ios() > 0
+                || p.interval.writeback_bytes > 0
                 || p.interval.sync.syncs > 0
                 || p.interval.sync.charged_write_bytes > 0
                 || p.interval.dstate_ns > 0
@@ -24,8 +25,8 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
         .collect();
     procs.sort_by(|a, b| {
         b.interval
-            .bytes()
-            .cmp(&a.interval.bytes())
+            .bytes_caused()
+            .cmp(&a.interval.bytes_caused())
             .then(b.interval.ios().cmp(&a.interval.ios()))
             .then(a.tgid.cmp(&b.tgid))
     });

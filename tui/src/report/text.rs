@@ -77,7 +77,7 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
             snap.rate(f.reads),
             snap.rate(f.writes),
             mib(snap.rate(f.read_bytes)),
-            mib(snap.rate(f.write_bytes)),
+            mib(snap.rate(f.write_bytes_caused())),
             us(f.latency.p50_ns),
             us(f.latency.p99_ns),
             snap.rate(f.sync.syncs),

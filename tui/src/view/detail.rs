@@ -170,6 +170,27 @@ fn summary_lines<'a>(
             Span::raw(parties(&s.on_behalf_of)),
         ]));
     }
+    // Write-back: its dirty pages, written by a flusher (or, for a flusher, whose).
+    if f.writeback_bytes > 0 {
+        lines.push(Line::from(vec![
+            Span::styled("WBACK ", theme.key),
+            Span::raw(format!(
+                "{}/s of its dirty pages written back by {}",
+                units::bytes(rate(f.writeback_bytes)),
+                parties(&f.written_back_by),
+            )),
+        ]));
+    }
+    if f.wrote_back_bytes > 0 {
+        lines.push(Line::from(vec![
+            Span::styled("WBACK ", theme.key),
+            Span::raw(format!(
+                "wrote back {}/s of dirty pages for {}",
+                units::bytes(rate(f.wrote_back_bytes)),
+                parties(&f.wrote_back_for),
+            )),
+        ]));
+    }
     for finding in snap.findings.iter().filter(|f| f.tgid == Some(row.tgid)) {
         lines.push(findings::line(finding, snap.now_ns, theme));
         if !finding.files.is_empty() {

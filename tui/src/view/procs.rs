@@ -71,8 +71,11 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
             SortKey::ReadOps => fa.reads.cmp(&fb.reads),
             SortKey::WriteOps => fa.writes.cmp(&fb.writes),
             SortKey::ReadBytes => fa.read_bytes.cmp(&fb.read_bytes),
-            SortKey::WriteBytes => fa.write_bytes.cmp(&fb.write_bytes),
-            SortKey::TotalBytes => fa.bytes().cmp(&fb.bytes()).then(fa.ios().cmp(&fb.ios())),
+            SortKey::WriteBytes => fa.write_bytes_caused().cmp(&fb.write_bytes_caused()),
+            SortKey::TotalBytes => fa
+                .bytes_caused()
+                .cmp(&fb.bytes_caused())
+                .then(fa.ios().cmp(&fb.ios())),
             SortKey::P50 => fa.latency.p50_ns.cmp(&fb.latency.p50_ns),
             SortKey::P99 => fa.latency.p99_ns.cmp(&fb.latency.p99_ns),
             SortKey::Syncs => fa.sync.syncs.cmp(&fb.sync.syncs),
@@ -153,7 +156,8 @@ const COLUMNS: &[Column] = &[
         width: 7,
         sort: Some(SortKey::WriteBytes),
         min_pane_width: 0,
-        cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.write_bytes, s))),
+        // Write-back counts on the process that dirtied the pages, not on the flusher.
+        cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.write_bytes_caused(), s))),
     },
     Column {
         header: "p50",

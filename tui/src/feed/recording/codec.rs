@@ -1,4 +1,4 @@
-//! The binary encoding of model inputs in a recording (format 3).
+//! The binary encoding of model inputs in a recording (formats 3 and 4).
 //!
 //! A record is `kind: u8`, `length: varint`, then `length` bytes. Block requests, nearly
 //! every record of a busy host, get a compact encoding: the task (tgid, tid, comm, kernel
@@ -11,7 +11,7 @@
 //! start; a table that grows past [`MAX_INTERNED`] is reset by a record of its own.
 
 use crate::model::FastMap;
-use crate::model::{BlockIo, Comm, Dev, Input, Op};
+use crate::model::{BlockIo, Comm, Dev, Dirtier, Input, Op};
 
 /// Interned tasks or devices at most; then both tables start over.
 pub const MAX_INTERNED: usize = 1 << 16;
@@ -21,6 +21,9 @@ const KIND_TASK: u8 = 2;
 const KIND_DEV: u8 = 3;
 const KIND_RESET: u8 = 4;
 const KIND_JSON: u8 = 5;
+/// Format 4: a task with its cgroup, and a request with its dirtier.
+const KIND_TASK_IN_CGROUP: u8 = 6;
+const KIND_BLOCK_BLAMED: u8 = 7;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Task {
@@ -28,6 +31,8 @@ struct Task {
     tid: u32,
     comm: Comm,
     kernel_thread: bool,
+    /// The cgroup of its requests (0 in format 3).
+    cgroup: u64,
 }
 
 /// The state both sides keep.
@@ -108,22 +113,21 @@ impl Encoder {
             tid: io.tid,
             comm: io.comm,
             kernel_thread: io.kernel_thread,
+            cgroup: io.cgroup,
         };
         let mut payload = Vec::with_capacity(40);
-        let task_index = match self.tasks.get(&task) {
-            Some(&i) => i,
-            None => {
-                let i = u32::try_from(self.tasks.len()).unwrap_or(u32::MAX);
-                put_varint(&mut payload, u64::from(task.tgid));
-                put_varint(&mut payload, u64::from(task.tid));
-                payload.push(u8::from(task.kernel_thread));
-                payload.extend_from_slice(task.comm.raw());
-                record(out, KIND_TASK, &payload);
-                payload.clear();
-                self.tasks.insert(task, i);
-                i
-            }
-        };
+        let task_index = self.task_index(task, out, &mut payload);
+        // A dirtier is interned as a task of its own: its thread and cgroup are not known.
+        let dirtier_ref = io.dirtier.map_or(0, |d| {
+            let dirtier = Task {
+                tgid: d.tgid,
+                tid: 0,
+                comm: d.comm,
+                kernel_thread: false,
+                cgroup: 0,
+            };
+            u64::from(self.task_index(dirtier, out, &mut payload)) + 1
+        });
         let dev_index = match self.devs.get(&io.dev) {
             Some(&i) => i,
             None => {
@@ -153,9 +157,28 @@ impl Encoder {
         );
         put_varint(&mut payload, io.completed_ns.wrapping_sub(io.issued_ns));
         put_varint(&mut payload, io.issued_ns.wrapping_sub(io.created_ns));
+        put_varint(&mut payload, dirtier_ref);
         t.sector = io.sector.wrapping_add(u64::from(io.bytes / 512));
         t.time = io.completed_ns;
-        record(out, KIND_BLOCK, &payload);
+        record(out, KIND_BLOCK_BLAMED, &payload);
+    }
+
+    /// The index of `task`, defining it first if new.
+    fn task_index(&mut self, task: Task, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> u32 {
+        if let Some(&i) = self.tasks.get(&task) {
+            return i;
+        }
+        let i = u32::try_from(self.tasks.len()).unwrap_or(u32::MAX);
+        scratch.clear();
+        put_varint(scratch, u64::from(task.tgid));
+        put_varint(scratch, u64::from(task.tid));
+        scratch.push(u8::from(task.kernel_thread));
+        scratch.extend_from_slice(task.comm.raw());
+        put_varint(scratch, task.cgroup);
+        record(out, KIND_TASK_IN_CGROUP, scratch);
+        scratch.clear();
+        self.tasks.insert(task, i);
+        i
     }
 }
 
@@ -209,14 +232,20 @@ impl Decoder {
             at: 0,
         };
         match kind {
-            KIND_BLOCK => self.block(&mut f).map(|io| Some(Input::Block(io))),
-            KIND_TASK => {
+            KIND_BLOCK => self.block(&mut f, false).map(|io| Some(Input::Block(io))),
+            KIND_BLOCK_BLAMED => self.block(&mut f, true).map(|io| Some(Input::Block(io))),
+            KIND_TASK | KIND_TASK_IN_CGROUP => {
                 let tgid = f.u32()?;
                 let tid = f.u32()?;
                 let kernel_thread = f.byte()? != 0;
                 let mut raw = [0u8; 16];
                 raw.copy_from_slice(f.take(16)?);
                 let comm = Comm::from_bytes(raw);
+                let cgroup = if kind == KIND_TASK_IN_CGROUP {
+                    f.varint()?
+                } else {
+                    0
+                };
                 if self.tasks.len() >= MAX_INTERNED {
                     return Err("more tasks than a table holds".to_string());
                 }
@@ -225,6 +254,7 @@ impl Decoder {
                     tid,
                     comm,
                     kernel_thread,
+                    cgroup,
                 });
                 Ok(None)
             }
@@ -248,7 +278,8 @@ impl Decoder {
         }
     }
 
-    fn block(&mut self, f: &mut Fields<'_>) -> Result<BlockIo, String> {
+    /// A request; `blamed`: format 4, with its dirtier after the fields of format 3.
+    fn block(&mut self, f: &mut Fields<'_>, blamed: bool) -> Result<BlockIo, String> {
         let task = *usize::try_from(f.varint()?)
             .ok()
             .and_then(|i| self.tasks.get(i))
@@ -267,6 +298,20 @@ impl Decoder {
         let completed_ns = t.time.wrapping_add(unzigzag(f.varint()?) as u64);
         let issued_ns = completed_ns.wrapping_sub(f.varint()?);
         let created_ns = issued_ns.wrapping_sub(f.varint()?);
+        let dirtier = match if blamed { f.varint()? } else { 0 } {
+            0 => None,
+            n => {
+                let d = usize::try_from(n - 1)
+                    .ok()
+                    .and_then(|i| self.tasks.get(i))
+                    .ok_or("a request written for an undefined task")?;
+                Some(Dirtier {
+                    tgid: d.tgid,
+                    comm: d.comm,
+                })
+            }
+        };
+        let t = &mut self.tables;
         t.sector = sector.wrapping_add(u64::from(bytes / 512));
         t.time = completed_ns;
         Ok(BlockIo {
@@ -283,6 +328,8 @@ impl Decoder {
             completed_ns,
             error,
             kernel_thread: task.kernel_thread,
+            cgroup: task.cgroup,
+            dirtier,
         })
     }
 }
@@ -326,6 +373,8 @@ mod tests {
             completed_ns: at + 90_000,
             error: 0,
             kernel_thread: false,
+            cgroup: 0,
+            dirtier: None,
         }
     }
 
@@ -357,7 +406,16 @@ mod tests {
         absurd.error = i32::MIN;
         absurd.bytes = u32::MAX;
         absurd.op = Op::Other;
+        absurd.cgroup = u64::MAX;
+        let mut written_back = block(12, 4096, 2_000_000);
+        written_back.kernel_thread = true;
+        written_back.cgroup = 5012;
+        written_back.dirtier = Some(Dirtier {
+            tgid: 77,
+            comm: Comm::new("dd"),
+        });
         let inputs = vec![
+            Input::Block(written_back),
             Input::Block(block(10, 2048, 1_000_000)),
             Input::Block(block(10, 2056, 1_100_000)),
             Input::Block(absurd),
@@ -417,5 +475,50 @@ mod tests {
             let _ = split(&bytes);
             let _ = dec.decode(bytes.first().copied().unwrap_or(0) % 6, &bytes);
         }
+    }
+
+    /// Format 3 wrote tasks without a cgroup and requests without a dirtier: they still read.
+    #[test]
+    fn format_3_requests_still_decode() {
+        let mut out = Vec::new();
+        let mut task = Vec::new();
+        put_varint(&mut task, 42);
+        put_varint(&mut task, 43);
+        task.push(0);
+        task.extend_from_slice(Comm::new("lab001").raw());
+        record(&mut out, KIND_TASK, &task);
+        record(&mut out, KIND_DEV, &[7, 0]);
+        let mut request = Vec::new();
+        for v in [0u64, 0, zigzag(8), 4096] {
+            put_varint(&mut request, v);
+        }
+        request.extend_from_slice(&[1, 0]);
+        for v in [zigzag(0), zigzag(90), 70, 10] {
+            put_varint(&mut request, v);
+        }
+        record(&mut out, KIND_BLOCK, &request);
+        let mut decoder = Decoder::default();
+        let mut inputs = Vec::new();
+        let mut buf = &out[..];
+        while let Some((kind, payload, used)) = split(buf) {
+            if let Some(input) = decoder.decode(kind, payload).unwrap() {
+                inputs.push(input);
+            }
+            buf = &buf[used..];
+        }
+        let [Input::Block(io)] = inputs.as_slice() else {
+            panic!("one request: {inputs:?}")
+        };
+        assert_eq!(
+            (
+                io.tgid,
+                io.tid,
+                io.sector,
+                io.bytes,
+                io.completed_ns - io.created_ns
+            ),
+            (42, 43, 8, 4096, 80)
+        );
+        assert_eq!((io.cgroup, io.dirtier), (0, None));
     }
 }

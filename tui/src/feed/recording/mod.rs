@@ -25,7 +25,8 @@ use thiserror::Error;
 use crate::model::Input;
 
 /// Bumped when the encoding changes incompatibly. Versions 1 and 2 (JSON lines) are read.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: block requests carry their cgroup and, for write-back, their dirtier.
+pub const FORMAT_VERSION: u32 = 4;
 const OLDEST_READABLE: u32 = 1;
 const MAGIC: &str = "iotop-bpf recording";
 /// The first bytes of a binary recording (format 3 on).
@@ -402,6 +403,8 @@ mod tests {
             completed_ns: 90,
             error: 0,
             kernel_thread: false,
+            cgroup: 0,
+            dirtier: None,
         })
     }
 
@@ -517,7 +520,7 @@ mod tests {
         ));
         let mut header =
             serde_json::to_string(&new_header("h".into(), "k".into(), 0, 0, 1)).unwrap();
-        header = header.replace(r#""version":3"#, r#""version":1"#);
+        header = header.replace(&format!(r#""version":{FORMAT_VERSION}"#), r#""version":1"#);
         std::fs::write(
             &path,
             header.replace(r#""version":1"#, r#""version":99"#) + "\n",

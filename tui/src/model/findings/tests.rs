@@ -66,6 +66,8 @@ impl Stream {
             completed_ns: at_ns + 50 * US,
             error: 0,
             kernel_thread: kthread,
+            cgroup: 0,
+            dirtier: None,
         });
     }
 
@@ -545,6 +547,8 @@ impl Requests {
             completed_ns: at_ns + queue_ns + device_ns,
             error: 0,
             kernel_thread: comm.starts_with("kworker") || comm.starts_with("jbd2"),
+            cgroup: 0,
+            dirtier: None,
         };
         self.inputs.push(Input::Block(io));
         self.requests.push(io);

@@ -1,0 +1,177 @@
+//! Who to blame for a request, read when it completes (raw tracepoints only): the cgroup it
+//! was issued for, and for write-back by a flusher, the process that dirtied its pages.
+//!
+//! The dirtier: `writeback_dirty_folio` fires in the dirtying task, once per folio going
+//! from clean to dirty, and records the task against the file's `address_space`. When a
+//! flusher's write request completes, its first page leads to the same `address_space`
+//! (`rq->bio->bi_io_vec[0].bv_page`, its head page's `mapping`). Per file, not per page: a
+//! file dirtied by two processes is charged to the last one.
+
+use aya_ebpf::{
+    Global,
+    bindings::BPF_ANY,
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::{map, raw_tracepoint},
+    maps::{LruHashMap, PerCpuArray},
+    programs::RawTracePointContext,
+};
+use iotop_bpf_common::{
+    COMM_LEN,
+    blame::{BlameOffsets, Dirtier, PAGE_MAPPING_FLAGS},
+};
+
+use crate::file::read;
+
+#[unsafe(no_mangle)]
+static BLAME_OFFSETS: Global<BlameOffsets> = Global::new(BlameOffsets::OFF);
+
+/// `struct address_space *` -> who last dirtied a page of it. LRU: there is no event when an
+/// inode leaves the cache.
+#[map]
+static DIRTIERS: LruHashMap<u64, Dirtier> = LruHashMap::with_max_entries(16_384, 0);
+
+/// What this CPU last put in [`DIRTIERS`]: a writer dirties folio after folio of one file,
+/// and each would otherwise cost a hash update.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LastDirtied {
+    mapping: u64,
+    tgid: u32,
+    /// Folios skipped since the last update: refreshed now and then, so an entry the LRU
+    /// dropped comes back.
+    skipped: u32,
+}
+
+#[map]
+static LAST_DIRTIED: PerCpuArray<LastDirtied> = PerCpuArray::with_max_entries(1, 0);
+
+/// Skipped folios between two refreshes of a writer's entry.
+const REFRESH_EVERY: u32 = 256;
+
+/// `writeback_dirty_folio(struct folio *folio, struct address_space *mapping)`.
+#[raw_tracepoint(tracepoint = "writeback_dirty_folio")]
+pub fn blame_dirty_folio(ctx: RawTracePointContext) -> i32 {
+    let mapping: u64 = ctx.arg(1);
+    if mapping == 0 {
+        return 0;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let Some(last) = LAST_DIRTIED.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: this CPU's slot.
+    unsafe {
+        if (*last).mapping == mapping && (*last).tgid == tgid && (*last).skipped < REFRESH_EVERY {
+            (*last).skipped += 1;
+            return 0;
+        }
+        *last = LastDirtied {
+            mapping,
+            tgid,
+            skipped: 0,
+        };
+    }
+    let dirtier = Dirtier {
+        tgid,
+        _pad: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    };
+    let _ = DIRTIERS.insert(&mapping, &dirtier, u64::from(BPF_ANY));
+    0
+}
+
+/// A cgroup per `blkcg_gq`, cached per CPU (a request's blkg is read in two steps, its
+/// cgroup in four more).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CachedCgroup {
+    blkg: u64,
+    id: u64,
+}
+
+const CGROUP_CACHE_SLOTS: u32 = 64;
+
+#[map]
+static CGROUP_CACHE: PerCpuArray<CachedCgroup> =
+    PerCpuArray::with_max_entries(CGROUP_CACHE_SLOTS, 0);
+
+/// What a completing request is blamed on.
+pub struct Blame {
+    pub cgroup_id: u64,
+    pub dirtier: Option<Dirtier>,
+}
+
+impl Blame {
+    pub const NONE: Self = Self {
+        cgroup_id: 0,
+        dirtier: None,
+    };
+}
+
+/// The blame of request `rq`; `by_flusher`: it was created by a flusher (a kworker) and
+/// writes, so its pages' dirtier is looked up.
+#[inline(always)]
+pub fn of(rq: u64, by_flusher: bool) -> Blame {
+    let o = BLAME_OFFSETS.load();
+    if o.cgroup == 0 && o.writeback == 0 {
+        return Blame::NONE;
+    }
+    let Ok(bio) = read::<u64>(rq, o.rq_bio) else {
+        return Blame::NONE;
+    };
+    Blame {
+        cgroup_id: if o.cgroup != 0 { cgroup(bio, &o) } else { 0 },
+        dirtier: if by_flusher && o.writeback != 0 {
+            dirtier(bio, &o)
+        } else {
+            None
+        },
+    }
+}
+
+#[inline(always)]
+fn cgroup(bio: u64, o: &BlameOffsets) -> u64 {
+    let Ok(blkg) = read::<u64>(bio, o.bio_blkg) else {
+        return 0;
+    };
+    if blkg == 0 {
+        return 0;
+    }
+    // blkgs are a few hundred bytes apart: drop the low bits before indexing.
+    let slot = CGROUP_CACHE.get_ptr_mut(((blkg >> 8) as u32) & (CGROUP_CACHE_SLOTS - 1));
+    if let Some(slot) = slot
+        // SAFETY: this CPU's slot.
+        && unsafe { (*slot).blkg } == blkg
+    {
+        return unsafe { (*slot).id };
+    }
+    let id = read::<u64>(blkg, o.blkg_blkcg)
+        .and_then(|blkcg| read::<u64>(blkcg, o.blkcg_cgroup))
+        .and_then(|cgroup| read::<u64>(cgroup, o.cgroup_kn))
+        .and_then(|kn| read::<u64>(kn, o.kn_id))
+        .unwrap_or(0);
+    if let Some(slot) = slot {
+        // SAFETY: as above.
+        unsafe { *slot = CachedCgroup { blkg, id } };
+    }
+    id
+}
+
+#[inline(always)]
+fn dirtier(bio: u64, o: &BlameOffsets) -> Option<Dirtier> {
+    let vec = read::<u64>(bio, o.bio_io_vec).ok()?;
+    let page = read::<u64>(vec, o.bvec_page).ok()?;
+    // A tail page of a large folio points at its head, with bit 0 set.
+    let head_word = read::<u64>(page, o.page_compound_head).ok()?;
+    let head = if head_word & 1 != 0 {
+        head_word - 1
+    } else {
+        page
+    };
+    let mapping = read::<u64>(head, o.page_mapping).ok()?;
+    if mapping == 0 || mapping & PAGE_MAPPING_FLAGS != 0 {
+        return None; // anonymous memory, or not a file's page
+    }
+    // SAFETY: copied out at once.
+    DIRTIERS.get_ptr(&mapping).map(|d| unsafe { *d })
+}
