@@ -211,6 +211,11 @@ impl App {
             KeyCode::Char('r') => ui.reversed = !ui.reversed,
             KeyCode::Char('/') => ui.editing_filter = true,
             KeyCode::Char('c') => ui.cumulative = !ui.cumulative,
+            KeyCode::Char('C') => {
+                ui.by_cgroup = !ui.by_cgroup;
+                // A cgroup row is no process: nothing to drill into.
+                ui.show_detail = false;
+            }
             KeyCode::Char('?' | 'h') | KeyCode::F(1) => ui.show_help = true,
             KeyCode::Enter if ui.focus == Focus::Processes => {
                 if ui.selected_pid.is_none() {

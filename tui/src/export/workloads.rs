@@ -300,6 +300,7 @@ mod tests {
             comm: comm.to_string(),
             kernel_thread: false,
             exited: false,
+            cgroup: None,
             interval: ProcFigures {
                 writes: write_bytes.div_ceil(4096),
                 write_bytes,

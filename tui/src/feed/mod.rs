@@ -2,6 +2,7 @@
 //! sysfs know, plus the kernel-side totals, device names and geometry sampled at the end of
 //! each interval (and once at the start, as the baseline); or a recording of all that.
 
+mod cgroups;
 mod kallsyms;
 mod mounts;
 mod procfs;
@@ -26,7 +27,8 @@ pub use self::sysfs::{block_device_names, diskstats};
 use crate::{
     decode::decode,
     model::{
-        Comm, DStateNow, Dev, DiskTotals, FileRef, Input, KernelCounters, KernelSample, SampleKind,
+        CgroupInfo, Comm, DStateNow, Dev, DiskTotals, FileRef, Input, KernelCounters, KernelSample,
+        SampleKind,
     },
     probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
 };
@@ -52,6 +54,9 @@ pub struct LiveFeed {
     logical_writes: PerCpuHashMap<MapData, u32, u64>,
     dstate_episodes: HashMap<MapData, u32, Episode>,
     stacks: stacks::StackBook,
+    /// Cgroup ids seen on requests since the last sample, and their names.
+    cgroups_seen: std::collections::HashSet<u64, foldhash::fast::RandomState>,
+    cgroups: cgroups::CgroupNames,
     dstate_time: PerCpuHashMap<MapData, u32, u64>,
     /// Threads already in D when the probes attached (their episodes began unseen): tid ->
     /// (tgid, comm, stack from /proc), until they leave D.
@@ -108,6 +113,8 @@ impl LiveFeed {
             logical_writes,
             dstate_episodes,
             stacks: stacks::StackBook::new(stacks, kallsyms),
+            cgroups_seen: std::collections::HashSet::default(),
+            cgroups: cgroups::CgroupNames::new(),
             dstate_time,
             in_d_at_start,
             procs: procfs::ProcCache::default(),
@@ -173,6 +180,12 @@ impl LiveFeed {
                 Ok(mut input) => {
                     if let Input::Exit(exit) = &input {
                         self.exited.push(exit.tgid);
+                    }
+                    if let Input::Block(io) = &input
+                        && io.cgroup != 0
+                        && self.cgroups_seen.len() < MAX_CGROUPS_PER_INTERVAL
+                    {
+                        self.cgroups_seen.insert(io.cgroup);
                     }
                     annotate(
                         &mut self.procs,
@@ -242,6 +255,7 @@ impl LiveFeed {
             diskstats: diskstats(),
             names,
             geometry,
+            cgroups: self.take_cgroups(now_ns),
             // SAFETY: sysconf has no preconditions.
             page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
             self_cost: self.self_cost.sample(&self.probes),
@@ -255,6 +269,21 @@ impl LiveFeed {
 }
 
 impl LiveFeed {
+    /// The cgroups requests were issued for since the last sample, named.
+    fn take_cgroups(&mut self, now_ns: u64) -> Vec<CgroupInfo> {
+        let seen = std::mem::take(&mut self.cgroups_seen);
+        seen.into_iter()
+            .filter_map(|id| {
+                let path = self.cgroups.path(id, now_ns)?;
+                Some(CgroupInfo {
+                    id,
+                    name: cgroups::readable_name(&path),
+                    path,
+                })
+            })
+            .collect()
+    }
+
     /// Threads in D now: episodes in progress in the kernel map, and those already in D at
     /// start-up. An episode whose thread is no longer in D for over a second lost its wakeup
     /// (or its id was reused): it is removed rather than shown growing forever.
@@ -300,6 +329,9 @@ impl LiveFeed {
         now
     }
 }
+
+/// Distinct cgroups collected per interval at most (a host runs a few hundred).
+const MAX_CGROUPS_PER_INTERVAL: usize = 4096;
 
 /// An episode older than this whose thread is not in D is stale.
 const STALE_AFTER_NS: u64 = 1_000_000_000;

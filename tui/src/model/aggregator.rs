@@ -16,6 +16,10 @@ use super::{
     snapshot::{EventStats, Snapshot},
 };
 
+/// Cgroup names remembered; past it the table starts over (names come again with the
+/// next requests).
+const MAX_CGROUPS: usize = 4096;
+
 /// Fewer completed requests than this in a measured interval give no BPF cost per I/O.
 const MIN_IOS_FOR_BPF_COST: u64 = 1000;
 
@@ -31,6 +35,8 @@ pub struct Aggregator {
     dstate: DStateBook,
     findings: FindingBook,
     prev_counters: KernelCounters,
+    /// Cgroup id -> its name, as the feed resolved them.
+    cgroups: super::FastMap<u64, super::CgroupInfo>,
     prev_cost: SelfCost,
     /// Completed block requests (all disks) at the previous sample, for BPF time per I/O.
     prev_requests: u64,
@@ -59,6 +65,7 @@ impl Aggregator {
             dstate: DStateBook::default(),
             findings: FindingBook::default(),
             prev_counters: KernelCounters::default(),
+            cgroups: super::FastMap::default(),
             prev_cost: SelfCost::default(),
             prev_requests: 0,
             bpf_ns_per_io: None,
@@ -160,7 +167,14 @@ impl Aggregator {
                 .map_or_else(|| dev.to_string(), |n| (*n).to_string())
         };
         let disks = self.disks.close(sample, interval_ns, elapsed_ns, &name_of);
-        let procs = self.procs.close(&name_of);
+        for cgroup in &sample.cgroups {
+            if self.cgroups.len() >= MAX_CGROUPS && !self.cgroups.contains_key(&cgroup.id) {
+                self.cgroups.clear();
+            }
+            self.cgroups.insert(cgroup.id, cgroup.clone());
+        }
+        let cgroups = &self.cgroups;
+        let procs = self.procs.close(&name_of, &|id| cgroups.get(&id).cloned());
         let dstate = self.dstate.tasks(sample.now_ns, &sample.dstate_now);
         let fresh = findings::detect(&Scene {
             now_ns: sample.now_ns,
@@ -310,6 +324,11 @@ impl Aggregator {
     #[cfg(test)]
     pub fn process_count(&self) -> usize {
         self.procs.len()
+    }
+
+    #[cfg(test)]
+    pub(super) fn cgroup_count(&self) -> usize {
+        self.cgroups.len()
     }
 
     #[cfg(test)]

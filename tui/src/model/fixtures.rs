@@ -145,6 +145,11 @@ pub fn demo_snapshot() -> Snapshot {
         dstate_now: vec![],
         dstate_time: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
+        cgroups: vec![crate::model::CgroupInfo {
+            id: 9001,
+            path: "/system.slice/postgresql.service".to_string(),
+            name: "postgresql.service".to_string(),
+        }],
         geometry: vec![],
         page_size: 4096,
         self_cost: crate::model::SelfCost::default(),
@@ -227,7 +232,8 @@ fn request(
         completed_ns: i * US + queue + device,
         error: 0,
         kernel_thread: false,
-        cgroup: 0,
+        // The database runs in a systemd unit; the rest in the root cgroup.
+        cgroup: if comm == "postgres" { 9001 } else { 0 },
         dirtier: None,
     }
 }

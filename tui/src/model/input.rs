@@ -168,6 +168,18 @@ pub struct BlockIo {
     pub dirtier: Option<Dirtier>,
 }
 
+/// A cgroup the probes saw on requests (`BlockIo::cgroup`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupInfo {
+    /// The inode number of its directory (what the probes read).
+    pub id: u64,
+    /// Its path below the hierarchy's root, e.g. `/system.slice/postgresql.service`.
+    pub path: String,
+    /// What it is: a container (`docker:4f2c8a1b9d3e`), a pod (`pod:<uid>`), a systemd unit,
+    /// else the path.
+    pub name: String,
+}
+
 /// A process that dirtied the pages a write-back request writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Dirtier {
@@ -524,6 +536,9 @@ pub struct KernelSample {
     pub dstate_time: Vec<(u32, u64)>,
     /// Device names (`/sys/block/*/dev`), e.g. `7:0` -> `loop0`.
     pub names: Vec<(Dev, String)>,
+    /// The cgroups requests were issued for in this interval, named.
+    #[serde(default)]
+    pub cgroups: Vec<CgroupInfo>,
     /// Block sizes of the disks.
     #[serde(default)]
     pub geometry: Vec<DiskGeometry>,

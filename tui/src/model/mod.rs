@@ -22,9 +22,9 @@ mod sync;
 pub use aggregator::Aggregator;
 pub use hist::{Histogram, Log2Hist, SizeHist};
 pub use input::{
-    BlockIo, Comm, DStateEpisode, DStateNow, Dev, DioCall, Dirtier, DiskGeometry, DiskStat,
-    DiskTotals, FileRef, Input, KernelCounters, KernelSample, Op, ProcessExit, SampleKind,
-    SelfCost, SyncCall, SyncKind,
+    BlockIo, CgroupInfo, Comm, DStateEpisode, DStateNow, Dev, DioCall, Dirtier, DiskGeometry,
+    DiskStat, DiskTotals, FileRef, Input, KernelCounters, KernelSample, Op, ProcessExit,
+    SampleKind, SelfCost, SyncCall, SyncKind,
 };
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Comm, Dev, DioCall, Op, SyncCall,
+    BlockIo, CgroupInfo, Comm, Dev, DioCall, Op, SyncCall,
     hist::Histogram,
     ledger::{Charge, SettledSync},
     patterns::{DioGeometry, PatternStats},
@@ -213,6 +213,8 @@ struct ProcState {
     /// Where its previous request to each disk ended (sector), for sequentiality.
     next_sector: Vec<(Dev, u64)>,
     dio_geometry: DioGeometry,
+    /// The cgroup of its latest request that had one (0: none seen).
+    cgroup: u64,
 }
 
 impl ProcState {
@@ -227,6 +229,7 @@ impl ProcState {
             recent_syncs: VecDeque::new(),
             next_sector: Vec::new(),
             dio_geometry: DioGeometry::default(),
+            cgroup: 0,
         }
     }
 
@@ -279,6 +282,11 @@ impl ProcBook {
     pub(super) fn block(&mut self, io: &BlockIo) {
         let proc = self.entry(io.tgid, io.comm, io.completed_ns);
         proc.kernel_thread |= io.kernel_thread;
+        // A flusher's write-back carries its dirtier's cgroup (v2 cgroup write-back): not the
+        // flusher's own.
+        if io.cgroup != 0 && io.dirtier.is_none() {
+            proc.cgroup = io.cgroup;
+        }
         proc.interval.add(io);
         let sequential = proc.sequential(io);
         proc.interval
@@ -376,7 +384,11 @@ impl ProcBook {
 
     /// Closes the interval: every process's row (figures of the interval and since start),
     /// sorted by pid; the interval figures start again from zero.
-    pub(super) fn close(&mut self, name_of: &impl Fn(Dev) -> String) -> Vec<ProcRow> {
+    pub(super) fn close(
+        &mut self,
+        name_of: &impl Fn(Dev) -> String,
+        cgroup_of: &impl Fn(u64) -> Option<CgroupInfo>,
+    ) -> Vec<ProcRow> {
         let mut rows: Vec<ProcRow> = self
             .procs
             .iter_mut()
@@ -389,6 +401,7 @@ impl ProcBook {
                     comm: state.comm.to_string(),
                     kernel_thread: state.kernel_thread,
                     exited: state.exited_ns.is_some(),
+                    cgroup: cgroup_of(state.cgroup),
                     interval,
                     total: state.total.figures(),
                     devices,

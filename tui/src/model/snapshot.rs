@@ -2,7 +2,7 @@
 //! start), ready for the views, the batch report and the JSON writer.
 
 use super::{
-    Dev, DiskGeometry,
+    CgroupInfo, Dev, DiskGeometry,
     hist::{Histogram, Log2Hist, SizeHist},
 };
 
@@ -340,6 +340,8 @@ pub struct ProcRow {
     pub kernel_thread: bool,
     /// It exited; this is its last row.
     pub exited: bool,
+    /// The cgroup of its requests (None: not known: no request carried one).
+    pub cgroup: Option<CgroupInfo>,
     pub interval: ProcFigures,
     pub total: ProcFigures,
     /// Per disk, for the interval; empty rows are left out.

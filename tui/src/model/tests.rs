@@ -700,7 +700,16 @@ fn write_back_is_charged_to_the_process_that_dirtied_the_pages() {
     let mut model = Aggregator::new(Settings::default(), 0);
     let mut events = Vec::new();
     for i in 0..48 {
-        let mut flush = io(900, "kworker/u8:3", LOOP0, Op::Write, 1 << 20, i * MS, US, MS);
+        let mut flush = io(
+            900,
+            "kworker/u8:3",
+            LOOP0,
+            Op::Write,
+            1 << 20,
+            i * MS,
+            US,
+            MS,
+        );
         flush.kernel_thread = true;
         flush.dirtier = Some(Dirtier {
             tgid: 4242,
@@ -751,5 +760,41 @@ fn write_back_is_charged_to_the_process_that_dirtied_the_pages() {
     );
     assert_eq!(flusher.interval.write_bytes_caused(), 4096);
     let sync = row(77);
-    assert_eq!(sync.interval.sync.charged_write_bytes, 4096, "only the unknown request");
+    assert_eq!(
+        sync.interval.sync.charged_write_bytes, 4096,
+        "only the unknown request"
+    );
+}
+
+#[test]
+fn cgroup_names_are_bounded_and_the_active_ones_come_back() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let mut last = None;
+    // A node where containers come and go: 100 new cgroups every interval.
+    for tick in 0..100u64 {
+        let cgroups = (0..100)
+            .map(|i| {
+                let id = tick * 100 + i;
+                CgroupInfo {
+                    id,
+                    path: format!("/docker/{id}"),
+                    name: format!("c{id}"),
+                }
+            })
+            .collect();
+        let events = [BlockIo {
+            cgroup: tick * 100,
+            ..io(1, "dd", LOOP0, Op::Read, 4096, tick * 1000 * MS, 0, US)
+        }];
+        for e in &events {
+            model.ingest(e);
+        }
+        last = Some(model.tick(&KernelSample {
+            cgroups,
+            ..sample((tick + 1) * 1000 * MS, &events)
+        }));
+        assert!(model.cgroup_count() <= 4096, "{}", model.cgroup_count());
+    }
+    let dd = &last.unwrap().procs[0];
+    assert_eq!(dd.cgroup.as_ref().map(|c| c.name.as_str()), Some("c9900"));
 }

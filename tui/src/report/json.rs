@@ -276,6 +276,11 @@ pub struct Process<'a> {
     pub sync_cost: SyncCost,
     /// The files it synced most, most first.
     pub sync_files: Vec<&'a str>,
+    /// The cgroup of its requests: a container (`docker:4f2c8a1b9d3e`), a pod (`pod:<uid>`),
+    /// a systemd unit, else its path; null when no request carried one.
+    pub cgroup: Option<&'a str>,
+    /// The cgroup's path below its hierarchy's root (v1 `blkio` when mounted, else v2).
+    pub cgroup_path: Option<&'a str>,
     /// A kernel thread (it writes for others), and whether the process exited.
     pub kernel_thread: bool,
     pub exited: bool,
@@ -394,6 +399,8 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 empty: f.sync.empty,
             },
             sync_files: f.sync.files.iter().map(|(p, _)| p.as_str()).collect(),
+            cgroup: p.cgroup.as_ref().map(|c| c.name.as_str()),
+            cgroup_path: p.cgroup.as_ref().map(|c| c.path.as_str()),
             kernel_thread: p.kernel_thread,
             exited: p.exited,
             ios: f.ios(),

@@ -23,6 +23,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("w", "save the screen as .txt and .md (findings)"),
     ("/", "filter: command name or pid; Enter applies"),
     ("c", "totals since start instead of this interval"),
+    ("C", "one row per cgroup (container, pod, unit)"),
     ("Esc", "clear selection and filter"),
     ("?", "this help"),
 ];

@@ -49,7 +49,7 @@ fn matches_filter(row: &ProcRow, filter: &str) -> bool {
 }
 
 fn active(f: &ProcFigures) -> bool {
-    f.ios() > 0 || f.sync.syncs > 0 || f.dstate_ns > 0
+    f.ios() > 0 || f.writeback_bytes > 0 || f.sync.syncs > 0 || f.dstate_ns > 0
 }
 
 /// The rows shown, in order: filtered, with I/O or syncs in the shown period (the selected
@@ -62,8 +62,15 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
         .filter(|p| matches_filter(p, &ui.filter))
         .filter(|p| active(figures(p, ui)) || ui.selected_pid == Some(p.tgid))
         .collect();
+    rows.sort_by(|a, b| compare(a, b, ui));
+    rows
+}
+
+/// The table's order: by the chosen key, ties broken by pid so equal rows never swap places
+/// between refreshes.
+fn compare(a: &ProcRow, b: &ProcRow, ui: &UiState) -> Ordering {
     let descending = ui.sort.descending_by_default() != ui.reversed;
-    rows.sort_by(|a, b| {
+    {
         let (fa, fb) = (figures(a, ui), figures(b, ui));
         let order = match ui.sort {
             SortKey::Pid => a.tgid.cmp(&b.tgid),
@@ -89,12 +96,105 @@ pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
         };
         let order = if descending { order.reverse() } else { order };
         if order == Ordering::Equal {
-            a.tgid.cmp(&b.tgid)
+            a.tgid.cmp(&b.tgid).then(a.comm.cmp(&b.comm))
         } else {
             order
         }
-    });
+    }
+}
+
+/// The rows shown with `C`: the visible processes summed per cgroup, one row each, in the
+/// same order. A row's `tgid` holds how many processes it sums (the PID column becomes
+/// PROCS) and its `comm` the cgroup's name. Latency percentiles come from the members' log2
+/// histograms (each the upper bound of its slot): coarser than a process's.
+pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
+    let mut groups: std::collections::BTreeMap<String, (u32, ProcFigures)> =
+        std::collections::BTreeMap::new();
+    for row in visible(snap, ui) {
+        let name = row
+            .cgroup
+            .as_ref()
+            .map_or_else(|| NO_CGROUP.to_string(), |c| c.name.clone());
+        let (count, sum) = groups.entry(name).or_default();
+        *count += 1;
+        add(sum, figures(row, ui));
+    }
+    let mut rows: Vec<ProcRow> = groups
+        .into_iter()
+        .map(|(name, (count, mut sum))| {
+            sum.latency = latency_of(&sum.total_hist, sum.latency.max_ns);
+            sum.sync.latency = latency_of(&sum.sync.hist, sum.sync.latency.max_ns);
+            ProcRow {
+                tgid: count,
+                comm: name,
+                kernel_thread: false,
+                exited: false,
+                cgroup: None,
+                interval: sum.clone(),
+                total: sum,
+                devices: Vec::new(),
+                recent_syncs: Vec::new(),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| compare(a, b, ui));
     rows
+}
+
+/// The group of processes whose requests carried no cgroup.
+const NO_CGROUP: &str = "(unknown)";
+
+/// Adds a member's figures to its group's (what sums; latency is redone from histograms).
+fn add(sum: &mut ProcFigures, f: &ProcFigures) {
+    sum.reads += f.reads;
+    sum.writes += f.writes;
+    sum.others += f.others;
+    sum.read_bytes += f.read_bytes;
+    sum.write_bytes += f.write_bytes;
+    sum.writeback_bytes += f.writeback_bytes;
+    sum.wrote_back_bytes += f.wrote_back_bytes;
+    sum.logical_write_bytes += f.logical_write_bytes;
+    sum.dstate_ns += f.dstate_ns;
+    sum.sync.syncs += f.sync.syncs;
+    sum.latency.max_ns = sum.latency.max_ns.max(f.latency.max_ns);
+    sum.sync.latency.max_ns = sum.sync.latency.max_ns.max(f.sync.latency.max_ns);
+    for (slot, n) in sum.total_hist.slots.iter_mut().zip(f.total_hist.slots) {
+        *slot += n;
+    }
+    for (slot, n) in sum.sync.hist.slots.iter_mut().zip(f.sync.hist.slots) {
+        *slot += n;
+    }
+}
+
+/// p50 and p99 from a log2 histogram: the upper bound of the slot the quantile falls in.
+fn latency_of(hist: &crate::model::Log2Hist, max_ns: u64) -> crate::model::Latency {
+    let count = hist.total();
+    let quantile = |q: f64| -> u64 {
+        #[expect(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a rank among counts"
+        )]
+        let rank = ((count as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (slot, &n) in hist.slots.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                let upper_ns = iotop_bpf_common::hist::slot_upper_us(slot as u32) * 1000;
+                return upper_ns.min(max_ns.max(1));
+            }
+        }
+        max_ns
+    };
+    crate::model::Latency {
+        count,
+        mean_ns: 0,
+        p50_ns: quantile(0.50),
+        p99_ns: quantile(0.99),
+        p999_ns: quantile(0.999),
+        max_ns,
+    }
 }
 
 /// One column of the table.
@@ -236,6 +336,17 @@ const COLUMNS: &[Column] = &[
         min_pane_width: 140,
         cell: |p, _, _| disks(p),
     },
+    Column {
+        header: "CGROUP",
+        width: 22,
+        sort: None,
+        min_pane_width: 160,
+        cell: |p, _, _| {
+            p.cgroup
+                .as_ref()
+                .map_or_else(|| "-".into(), |c| c.name.clone())
+        },
+    },
 ];
 
 fn sync_rate(f: &ProcFigures, secs: f64) -> String {
@@ -280,16 +391,27 @@ fn disks(p: &ProcRow) -> String {
 }
 
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
-    let rows = visible(snap, ui);
+    let groups = ui.by_cgroup.then(|| by_cgroup(snap, ui));
+    let rows: Vec<&ProcRow> = match &groups {
+        Some(groups) => groups.iter().collect(),
+        None => visible(snap, ui),
+    };
     let secs = period_secs(snap, ui);
     let descending = ui.sort.descending_by_default() != ui.reversed;
     let arrow = if descending { "▼" } else { "▲" };
     let columns: Vec<&Column> = COLUMNS
         .iter()
         .filter(|c| area.width >= c.min_pane_width)
+        // Cgroup rows make room for their names: the maxima and the median sync latency go
+        // (their percentiles are coarse anyway), and the per-process cgroup column.
+        .filter(|c| !ui.by_cgroup || !matches!(c.header, "max" | "S.p50" | "S.max" | "CGROUP"))
         .collect();
     let header = Row::new(columns.iter().map(|c| {
-        if c.sort == Some(ui.sort) {
+        if ui.by_cgroup && c.header == "PID" {
+            "PROCS".to_string()
+        } else if ui.by_cgroup && c.header == "COMM" {
+            "CGROUP".to_string()
+        } else if c.sort == Some(ui.sort) {
             format!("{}{arrow}", c.header)
         } else {
             c.header.to_string()
@@ -298,7 +420,11 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     .style(theme.header);
     let widths: Vec<Constraint> = columns
         .iter()
-        .map(|c| Constraint::Length(c.width))
+        .map(|c| match c.header {
+            // A cgroup's name is longer than a command's.
+            "COMM" if ui.by_cgroup => Constraint::Length(22),
+            _ => Constraint::Length(c.width),
+        })
         .collect();
 
     let body: Vec<Row> = rows

@@ -123,6 +123,8 @@ pub struct UiState {
     pub selected_disk: Option<Dev>,
     /// Show totals since start instead of the last interval.
     pub cumulative: bool,
+    /// One row per cgroup instead of per process (the `C` key).
+    pub by_cgroup: bool,
     /// Keep showing the same snapshot (the model keeps counting underneath).
     pub paused: bool,
     pub show_help: bool,

@@ -250,3 +250,26 @@ fn wide_disks_pane_has_sparklines_160x40() {
     assert!(loop0.contains('█') && loop0.contains('▁'), "{loop0}");
     insta::assert_snapshot!(screen);
 }
+
+#[test]
+fn processes_grouped_by_cgroup_120x40() {
+    let snap = demo_snapshot();
+    let mut ui = ui();
+    ui.by_cgroup = true;
+    let screen = text(&draw(120, 40, &snap, &ui));
+    assert!(
+        screen.contains("PROCS") && screen.contains("CGROUP"),
+        "{screen}"
+    );
+    assert!(screen.contains("postgresql.service"), "{screen}");
+    assert!(screen.contains("(unknown)"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn a_wide_table_names_each_process_cgroup_170x40() {
+    let snap = demo_snapshot();
+    let screen = text(&draw(170, 40, &snap, &ui()));
+    let postgres = screen.lines().find(|l| l.contains("postgres ")).unwrap();
+    assert!(postgres.contains("postgresql.service"), "{postgres}");
+}

@@ -282,6 +282,7 @@ fn short_lived(first: u32, n: u32, bytes: u64) -> Vec<ProcRow> {
             comm: format!("job-{i}"),
             kernel_thread: false,
             exited: true,
+            cgroup: None,
             interval: ProcFigures {
                 writes: bytes / 4096,
                 write_bytes: bytes,
