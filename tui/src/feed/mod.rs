@@ -1,7 +1,9 @@
 //! Where the model's inputs come from: the live ring buffer, annotated with what /proc and
-//! sysfs know, plus the kernel-side totals, device names and geometry sampled at the end of
-//! each interval (and once at the start, as the baseline); or a recording of all that.
+//! sysfs know, plus the kernel-side totals, device names, geometry and host-wide figures
+//! (load, run queue, CPU times, I/O pressure, dirty memory) sampled at the end of each
+//! interval (and once at the start, as the baseline); or a recording of all that.
 
+pub mod host;
 mod kallsyms;
 mod mounts;
 mod procfs;
@@ -92,6 +94,7 @@ impl LiveFeed {
                     .to_string(),
             );
         }
+        report.degraded.extend(host::notes());
         let in_d_at_start = procfs::threads_in_d()
             .into_iter()
             .map(|(tid, tgid, comm)| (tid, (tgid, comm, stacks::proc_stack(tid))))
@@ -189,7 +192,7 @@ impl LiveFeed {
         (taken, bad)
     }
 
-    /// The kernel-side totals, device names and geometry, at `now`.
+    /// The kernel-side totals, device names, geometry and host figures, at `now`.
     pub fn sample(&mut self, kind: SampleKind) -> KernelSample {
         let now_ns = monotonic_ns();
         let counter = |index: u32| -> u64 {
@@ -245,6 +248,7 @@ impl LiveFeed {
             // SAFETY: sysconf has no preconditions.
             page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
             self_cost: self.self_cost.sample(&self.probes),
+            host: host::sample(),
         }
     }
 
