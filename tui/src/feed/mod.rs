@@ -195,6 +195,9 @@ impl LiveFeed {
     /// The kernel-side totals, device names, geometry and host figures, at `now`.
     pub fn sample(&mut self, kind: SampleKind) -> KernelSample {
         let now_ns = monotonic_ns();
+        // First, so the host's instantaneous figures are those of `now_ns`, not of the end
+        // of the map reads below (milliseconds later on a busy host).
+        let host = host::sample();
         let counter = |index: u32| -> u64 {
             self.counters
                 .get(&index, 0)
@@ -248,7 +251,7 @@ impl LiveFeed {
             // SAFETY: sysconf has no preconditions.
             page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
             self_cost: self.self_cost.sample(&self.probes),
-            host: host::sample(),
+            host,
         }
     }
 
