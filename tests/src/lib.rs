@@ -8,7 +8,7 @@ use std::{
     process::{Child, ChildStdout, Command, Stdio},
     sync::mpsc,
     thread,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use serde_json::Value;
@@ -162,11 +162,12 @@ impl Drop for LoopFs {
     }
 }
 
-/// `iotop-bpf --json` running in the background; its lines are collected as they come.
+/// `iotop-bpf --json` running in the background; its lines are collected as they come, with
+/// the wall-clock time each arrived.
 pub struct JsonRun {
     child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<Value>,
+    lines: mpsc::Receiver<(SystemTime, String)>,
+    seen: Vec<(SystemTime, Value)>,
 }
 
 impl JsonRun {
@@ -195,7 +196,7 @@ impl JsonRun {
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
+                if tx.send((SystemTime::now(), line)).is_err() {
                     break;
                 }
             }
@@ -205,14 +206,14 @@ impl JsonRun {
             lines,
             seen: Vec::new(),
         };
-        let first = run
+        let (arrived, first) = run
             .lines
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|e| {
                 let status = run.child.try_wait();
                 panic!("iotop-bpf printed nothing in 30 s ({e}); exit status {status:?}")
             });
-        run.seen.push(parse(&first));
+        run.seen.push((arrived, parse(&first)));
         run
     }
 
@@ -224,7 +225,15 @@ impl JsonRun {
 
     /// Stops the tool with SIGINT (it reports the partial interval) and returns every
     /// interval it printed.
-    pub fn stop(mut self) -> Vec<Value> {
+    pub fn stop(self) -> Vec<Value> {
+        self.stop_timed()
+            .into_iter()
+            .map(|(_, interval)| interval)
+            .collect()
+    }
+
+    /// Like [`JsonRun::stop`], with the wall-clock time each interval's line arrived.
+    pub fn stop_timed(mut self) -> Vec<(SystemTime, Value)> {
         // SAFETY: kill with a valid pid and signal.
         unsafe { libc::kill(i32::try_from(self.child.id()).unwrap(), libc::SIGINT) };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -243,8 +252,8 @@ impl JsonRun {
             "iotop-bpf exited with {status:?} (signal {:?})",
             status.signal()
         );
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
-            self.seen.push(parse(&line));
+        while let Ok((arrived, line)) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            self.seen.push((arrived, parse(&line)));
         }
         self.seen
     }

@@ -5,7 +5,7 @@ use clap::Parser as _;
 use iotop_bpf::{
     app,
     cli::{Cli, Command, Serve},
-    demo, export, generate, headless, offline,
+    demo, export, feed, generate, headless, offline,
     pipeline::Pipeline,
     probe::{Probes, privilege},
     serve, workload,
@@ -104,7 +104,7 @@ fn check() -> Result<()> {
     for tp in &probes.report.attached {
         println!("attached: {tp}");
     }
-    for note in &probes.report.degraded {
+    for note in probes.report.degraded.iter().chain(&feed::host::notes()) {
         println!("degraded: {note}");
     }
     println!(

@@ -1,8 +1,10 @@
 //! Where the model's inputs come from: the live ring buffer, annotated with what /proc and
-//! sysfs know, plus the kernel-side totals, device names and geometry sampled at the end of
-//! each interval (and once at the start, as the baseline); or a recording of all that.
+//! sysfs know, plus the kernel-side totals, device names, geometry and host-wide figures
+//! (load, run queue, CPU times, I/O pressure, dirty memory) sampled at the end of each
+//! interval (and once at the start, as the baseline); or a recording of all that.
 
 mod cgroups;
+pub mod host;
 mod kallsyms;
 mod mounts;
 mod procfs;
@@ -97,6 +99,7 @@ impl LiveFeed {
                     .to_string(),
             );
         }
+        report.degraded.extend(host::notes());
         let in_d_at_start = procfs::threads_in_d()
             .into_iter()
             .map(|(tid, tgid, comm)| (tid, (tgid, comm, stacks::proc_stack(tid))))
@@ -202,9 +205,12 @@ impl LiveFeed {
         (taken, bad)
     }
 
-    /// The kernel-side totals, device names and geometry, at `now`.
+    /// The kernel-side totals, device names, geometry and host figures, at `now`.
     pub fn sample(&mut self, kind: SampleKind) -> KernelSample {
         let now_ns = monotonic_ns();
+        // First, so the host's instantaneous figures are those of `now_ns`, not of the end
+        // of the map reads below (milliseconds later on a busy host).
+        let host = host::sample();
         let counter = |index: u32| -> u64 {
             self.counters
                 .get(&index, 0)
@@ -259,6 +265,7 @@ impl LiveFeed {
             // SAFETY: sysconf has no preconditions.
             page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
             self_cost: self.self_cost.sample(&self.probes),
+            host,
         }
     }
 

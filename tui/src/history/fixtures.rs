@@ -1,6 +1,7 @@
 //! A deterministic past for render and key tests: 90 one-second intervals of the demo host,
-//! whose loop0 device time jumps 16x between intervals 40 and 55 and whose traffic swells and
-//! ebbs, so sparklines and heat maps have a shape to show.
+//! whose loop0 device time jumps 16x between intervals 40 and 55 (with tasks blocked on I/O,
+//! iowait and I/O pressure up on the host) and whose traffic swells and ebbs, so sparklines
+//! and heat maps have a shape to show.
 
 use super::History;
 use crate::model::{Latency, Log2Hist, Snapshot, fixtures::demo_snapshot};
@@ -65,6 +66,13 @@ pub fn snapshot_at(seq: u64) -> Snapshot {
             f.device = slower(f.device, 16);
             f.latency = slower(f.latency, 16);
         }
+    }
+    if spike {
+        // The host feels it: tasks blocked on I/O, iowait and I/O pressure up.
+        snap.host.procs_blocked = Some(4);
+        snap.host.iowait_pct = Some(38.0);
+        snap.host.psi_io_some_avg10 = Some(41.5);
+        snap.host.psi_io_full_avg10 = Some(22.0);
     }
     for proc in &mut snap.procs {
         let f = &mut proc.interval;

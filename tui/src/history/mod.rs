@@ -401,6 +401,7 @@ fn slim(snap: &Snapshot) -> Snapshot {
             findings: snap.findings.clone(),
             dstate: snap.dstate.clone(),
             dstate_recent: snap.dstate_recent.clone(),
+            host: snap.host,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The model's front door: [`Aggregator::apply`] takes the inputs in order and returns a
 //! [`Snapshot`] whenever a sample closes an interval. It only routes: per-process state lives
 //! in the process book, per-disk state in the disk book, per-call cost in the sync ledger,
-//! D state in its book, findings in theirs.
+//! D state in its book, findings in theirs, the host's figures in the host book.
 
 use std::collections::HashMap;
 
@@ -11,6 +11,7 @@ use super::{
     disks::DiskBook,
     dstate::DStateBook,
     findings::{self, FindingBook, Scene},
+    host::HostBook,
     ledger::SyncLedger,
     procs::{ProcBook, Settings},
     snapshot::{EventStats, Snapshot},
@@ -34,6 +35,7 @@ pub struct Aggregator {
     ledger: SyncLedger,
     dstate: DStateBook,
     findings: FindingBook,
+    host: HostBook,
     prev_counters: KernelCounters,
     /// Cgroup id -> its name, as the feed resolved them.
     cgroups: super::FastMap<u64, super::CgroupInfo>,
@@ -64,6 +66,7 @@ impl Aggregator {
             ledger: SyncLedger::default(),
             dstate: DStateBook::default(),
             findings: FindingBook::default(),
+            host: HostBook::default(),
             prev_counters: KernelCounters::default(),
             cgroups: super::FastMap::default(),
             prev_cost: SelfCost::default(),
@@ -126,6 +129,7 @@ impl Aggregator {
     fn baseline(&mut self, sample: &KernelSample) {
         self.last_tick_ns = self.last_tick_ns.max(sample.now_ns);
         self.disks.baseline(sample);
+        self.host.baseline(&sample.host);
         self.prev_counters = sample.counters;
         self.prev_cost = sample.self_cost;
         self.prev_requests = requests(sample);
@@ -204,6 +208,7 @@ impl Aggregator {
             findings,
             dstate,
             dstate_recent: self.dstate.longest_recent(sample.now_ns),
+            host: self.host.close(&sample.host),
         }
     }
 

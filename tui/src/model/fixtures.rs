@@ -1,8 +1,9 @@
 //! Deterministic synthetic snapshots for view and app tests.
 
 use super::{
-    Aggregator, BlockIo, Comm, DStateNow, Dev, DiskStat, DiskTotals, FileRef, Input,
-    KernelCounters, KernelSample, Op, SampleKind, Settings, Snapshot, SyncCall, SyncKind,
+    Aggregator, BlockIo, Comm, CpuJiffies, DStateNow, Dev, DiskStat, DiskTotals, FileRef,
+    HostSample, Input, KernelCounters, KernelSample, LoadAvg, Op, SampleKind, Settings, Snapshot,
+    SyncCall, SyncKind,
 };
 
 const MS: u64 = 1_000_000;
@@ -153,11 +154,23 @@ pub fn demo_snapshot() -> Snapshot {
         geometry: vec![],
         page_size: 4096,
         self_cost: crate::model::SelfCost::default(),
+        host: HostSample::default(),
+    };
+    // The host: 2 CPUs, 7 s: 1400 jiffies, 56 of them in iowait (4%).
+    let cpu = |busy, idle, iowait| CpuJiffies {
+        user: busy,
+        idle,
+        iowait,
+        ..CpuJiffies::default()
     };
     // The baseline at start.
     model.apply(&Input::Sample(Box::new(KernelSample {
         kind: SampleKind::Baseline,
         disks: vec![],
+        host: HostSample {
+            cpu: Some(cpu(50_000, 150_000, 1_000)),
+            ..HostSample::default()
+        },
         ..sample(0, 0)
     })));
     // In stream order: a sync call's record follows the requests it waited for.
@@ -200,6 +213,20 @@ pub fn demo_snapshot() -> Snapshot {
         },
     ];
     last.dstate_time = vec![(5689, 150 * MS)];
+    last.host = HostSample {
+        load: Some(LoadAvg {
+            one_hundredths: 210,
+            five_hundredths: 150,
+            fifteen_hundredths: 80,
+        }),
+        procs_running: Some(3),
+        procs_blocked: Some(1),
+        cpu: Some(cpu(50_900, 150_444, 1_056)),
+        psi_io_some_avg10_hundredths: Some(1234),
+        psi_io_full_avg10_hundredths: Some(302),
+        dirty_bytes: Some(41_943_040 + 12_288),
+        writeback_bytes: Some(2_097_152),
+    };
     last.now_ns = 7_000 * MS;
     model.tick(&last)
 }

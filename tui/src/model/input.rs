@@ -547,4 +547,57 @@ pub struct KernelSample {
     pub page_size: u32,
     #[serde(default)]
     pub self_cost: SelfCost,
+    /// Host-wide load, run queue, CPU time, I/O pressure and dirty memory (recordings made
+    /// before it was sampled replay without it: every figure `None`).
+    #[serde(default)]
+    pub host: HostSample,
+}
+
+/// Host-wide figures for the header, raw as the kernel prints them: cumulative (CPU jiffies)
+/// or instantaneous (the rest). The model computes rates. `None`: the source was missing or
+/// unreadable (a kernel without PSI, an old recording), which is not the same as zero.
+///
+/// Load and pressure averages are kept in hundredths: the kernel prints them with exactly two
+/// decimals, so integers keep them exact (and the sample comparable with `Eq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostSample {
+    /// `/proc/loadavg`.
+    pub load: Option<LoadAvg>,
+    /// `/proc/stat`: runnable tasks now, and tasks waiting for I/O now (`nr_iowait`: tasks in
+    /// `io_schedule`, not every task in D state).
+    pub procs_running: Option<u32>,
+    pub procs_blocked: Option<u32>,
+    /// `/proc/stat`'s aggregate `cpu` line.
+    pub cpu: Option<CpuJiffies>,
+    /// `/proc/pressure/io`: share of the last 10 s in which some (all) non-idle tasks were
+    /// stalled on I/O, in hundredths of a percent.
+    pub psi_io_some_avg10_hundredths: Option<u32>,
+    pub psi_io_full_avg10_hundredths: Option<u32>,
+    /// `/proc/meminfo`: page cache waiting to be written (`Dirty:`), and being written now
+    /// (`Writeback:`).
+    pub dirty_bytes: Option<u64>,
+    pub writeback_bytes: Option<u64>,
+}
+
+/// The load averages over 1, 5 and 15 minutes, in hundredths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LoadAvg {
+    pub one_hundredths: u32,
+    pub five_hundredths: u32,
+    pub fifteen_hundredths: u32,
+}
+
+/// Time all CPUs spent in each state since boot, in `USER_HZ` ticks (jiffies as
+/// `/proc/stat` prints them). Guest time is part of user and nice already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CpuJiffies {
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
 }

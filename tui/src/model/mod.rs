@@ -11,6 +11,7 @@ mod disks;
 mod dstate;
 pub mod findings;
 pub mod hist;
+mod host;
 mod input;
 mod ledger;
 mod patterns;
@@ -22,16 +23,16 @@ mod sync;
 pub use aggregator::Aggregator;
 pub use hist::{Histogram, Log2Hist, SizeHist};
 pub use input::{
-    BlockIo, CgroupInfo, Comm, DStateEpisode, DStateNow, Dev, DioCall, Dirtier, DiskGeometry,
-    DiskStat, DiskTotals, FileRef, Input, KernelCounters, KernelSample, Op, ProcessExit,
-    SampleKind, SelfCost, SyncCall, SyncKind,
+    BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, Dirtier,
+    DiskGeometry, DiskStat, DiskTotals, FileRef, HostSample, Input, KernelCounters, KernelSample,
+    LoadAvg, Op, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
 };
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;
 pub use snapshot::{
-    DStateEpisodeRow, DStateTask, DioFigures, DiskFigures, DiskRow, EventStats, Latency, Party,
-    ProcDeviceRow, ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures, SyncPopulation,
-    wait_site,
+    DStateEpisodeRow, DStateTask, DioFigures, DiskFigures, DiskRow, EventStats, HostFigures,
+    Latency, Party, ProcDeviceRow, ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures,
+    SyncPopulation, wait_site,
 };
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device

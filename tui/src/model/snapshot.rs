@@ -384,6 +384,37 @@ pub struct Snapshot {
     pub dstate: Vec<DStateTask>,
     /// The longest D episodes that ended in the last five minutes.
     pub dstate_recent: Vec<DStateEpisodeRow>,
+    /// Host-wide load, run queue, iowait, I/O pressure and dirty memory at the interval's end.
+    pub host: HostFigures,
+}
+
+/// The host's figures for the header, the first of the 60-second analysis: each is `None`
+/// when its source is missing (a kernel without PSI, a recording made before they were
+/// sampled), so the views show nothing rather than zeros.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostFigures {
+    /// Load averages over 1, 5 and 15 minutes (`/proc/loadavg`).
+    pub load1: Option<f64>,
+    pub load5: Option<f64>,
+    pub load15: Option<f64>,
+    /// Runnable tasks, and tasks waiting for I/O, at the interval's end (`/proc/stat`).
+    pub procs_running: Option<u32>,
+    pub procs_blocked: Option<u32>,
+    /// Share of all CPUs' time in the interval spent idle with I/O outstanding, percent.
+    pub iowait_pct: Option<f64>,
+    /// Share of the last 10 s in which some (all) non-idle tasks were stalled on I/O, percent.
+    pub psi_io_some_avg10: Option<f64>,
+    pub psi_io_full_avg10: Option<f64>,
+    /// Page cache waiting to be written, and being written (`/proc/meminfo`).
+    pub dirty_bytes: Option<u64>,
+    pub writeback_bytes: Option<u64>,
+}
+
+impl HostFigures {
+    /// Nothing is known (a replay of an old recording).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// A thread in D state now.

@@ -798,3 +798,40 @@ fn cgroup_names_are_bounded_and_the_active_ones_come_back() {
     let dd = &last.unwrap().procs[0];
     assert_eq!(dd.cgroup.as_ref().map(|c| c.name.as_str()), Some("c9900"));
 }
+
+/// The host figures go from the samples to the snapshot through the aggregator: iowait from
+/// the baseline's CPU times to the first interval's, then interval to interval; the rest as
+/// sampled at each interval's end.
+#[test]
+fn host_figures_are_measured_from_the_baseline_then_from_interval_to_interval() {
+    let host = |iowait: u64, total: u64, blocked: u32| HostSample {
+        procs_blocked: Some(blocked),
+        cpu: Some(CpuJiffies {
+            idle: total - iowait,
+            iowait,
+            ..CpuJiffies::default()
+        }),
+        dirty_bytes: Some(u64::from(blocked) << 20),
+        ..HostSample::default()
+    };
+    let mut model = Aggregator::new(Settings::default(), 0);
+    model.apply(&Input::Sample(Box::new(KernelSample {
+        kind: SampleKind::Baseline,
+        host: host(100, 1_000, 0),
+        ..sample(0, &[])
+    })));
+    let first = model.tick(&KernelSample {
+        host: host(150, 1_200, 2),
+        ..sample(1_000 * MS, &[])
+    });
+    assert_eq!(first.host.iowait_pct, Some(25.0), "50 of 200 jiffies");
+    assert_eq!(first.host.procs_blocked, Some(2));
+    assert_eq!(first.host.dirty_bytes, Some(2 << 20));
+    assert_eq!(first.host.load1, None, "not sampled: unknown, not 0");
+    let second = model.tick(&KernelSample {
+        host: host(150, 1_400, 0),
+        ..sample(2_000 * MS, &[])
+    });
+    assert_eq!(second.host.iowait_pct, Some(0.0));
+    assert_eq!(second.host.procs_blocked, Some(0));
+}

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::active_procs;
 use crate::model::{
-    DiskRow, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
+    DiskRow, HostFigures, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
     findings::{Evidence, Finding},
 };
 
@@ -17,6 +17,9 @@ pub struct Interval<'a> {
     pub ts: String,
     pub interval_s: f64,
     pub events: Events,
+    /// Host-wide load, run queue, iowait, I/O pressure and dirty memory (each null when
+    /// unknown).
+    pub host: Host,
     pub disks: Vec<Disk<'a>>,
     pub processes: Vec<Process<'a>>,
     /// Threads in D state at the end of the interval, longest blocked first.
@@ -133,6 +136,44 @@ pub struct Events {
     pub bpf_stats: &'static str,
     /// CPU used by iotop-bpf itself, percent of one core (null when not measured).
     pub cpu_pct: Option<f64>,
+}
+
+/// The first figures of the 60-second analysis, at the end of the interval. Null: the source
+/// is missing (no PSI in this kernel) or was not recorded (an older recording).
+#[derive(Serialize)]
+pub struct Host {
+    /// Load averages over 1, 5 and 15 minutes (`/proc/loadavg`).
+    pub load1: Option<f64>,
+    pub load5: Option<f64>,
+    pub load15: Option<f64>,
+    /// Runnable tasks, and tasks waiting for I/O (`/proc/stat`), at the interval's end.
+    pub procs_running: Option<u32>,
+    pub procs_blocked: Option<u32>,
+    /// Share of all CPUs' time in the interval spent idle with I/O outstanding, percent.
+    pub iowait_pct: Option<f64>,
+    /// `/proc/pressure/io` ten-second averages, percent.
+    pub psi_io_some_avg10: Option<f64>,
+    pub psi_io_full_avg10: Option<f64>,
+    /// `/proc/meminfo` Dirty and Writeback.
+    pub dirty_bytes: Option<u64>,
+    pub writeback_bytes: Option<u64>,
+}
+
+impl From<&HostFigures> for Host {
+    fn from(h: &HostFigures) -> Self {
+        Self {
+            load1: h.load1,
+            load5: h.load5,
+            load15: h.load15,
+            procs_running: h.procs_running,
+            procs_blocked: h.procs_blocked,
+            iowait_pct: h.iowait_pct.map(round2),
+            psi_io_some_avg10: h.psi_io_some_avg10,
+            psi_io_full_avg10: h.psi_io_full_avg10,
+            dirty_bytes: h.dirty_bytes,
+            writeback_bytes: h.writeback_bytes,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -516,6 +557,7 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             },
             cpu_pct: snap.events.cpu_pct.map(round2),
         },
+        host: (&snap.host).into(),
         // Every disk seen since start, idle ones with zeros, so scripts see a stable list.
         disks: snap.disks.iter().map(Disk::from).collect(),
         processes: active_procs(snap, pids)
@@ -574,6 +616,16 @@ mod tests {
         let value =
             serde_json::to_value(interval(&snap, "2026-11-22T00:00:01.250Z".into(), &[])).unwrap();
         insta::assert_snapshot!("interval", serde_json::to_string_pretty(&value).unwrap());
+    }
+
+    #[test]
+    fn host_figures_unknown_are_null_not_zero() {
+        let mut snap = demo_snapshot();
+        snap.host = HostFigures::default();
+        let value = serde_json::to_value(interval(&snap, String::new(), &[])).unwrap();
+        let host = value["host"].as_object().unwrap();
+        assert_eq!(host.len(), 10, "{host:?}");
+        assert!(host.values().all(serde_json::Value::is_null), "{host:?}");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::active_procs;
 use crate::{
-    model::{Snapshot, wait_site},
+    model::{HostFigures, Snapshot, wait_site},
     units::{self, mib, ms, us},
 };
 
@@ -20,6 +20,9 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
         e.dropped,
         e.unpaired_total
     );
+    if let Some(line) = host_line(&snap.host) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "{:<12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>8}",
@@ -111,4 +114,66 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
         let _ = writeln!(out, "  fix: {}", f.fix);
     }
     out
+}
+
+/// `host load 2.10 1.50 0.80 running 3 blocked 1 iowait 4.0% psi_io some 12.34 full 3.02
+/// dirty 40.0MiB writeback 2.0MiB`: what is known of it; `None` when nothing is (a replay of
+/// a recording made before the host was sampled).
+fn host_line(h: &HostFigures) -> Option<String> {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let mib = |bytes: u64| format!("{:.1}MiB", bytes as f64 / (1024.0 * 1024.0));
+    let mut out = Vec::new();
+    if let (Some(one), Some(five), Some(fifteen)) = (h.load1, h.load5, h.load15) {
+        out.push(format!("load {one:.2} {five:.2} {fifteen:.2}"));
+    }
+    if let Some(n) = h.procs_running {
+        out.push(format!("running {n}"));
+    }
+    if let Some(n) = h.procs_blocked {
+        out.push(format!("blocked {n}"));
+    }
+    if let Some(pct) = h.iowait_pct {
+        out.push(format!("iowait {pct:.1}%"));
+    }
+    match (h.psi_io_some_avg10, h.psi_io_full_avg10) {
+        (Some(some), Some(full)) => out.push(format!("psi_io some {some:.2} full {full:.2}")),
+        (Some(some), None) => out.push(format!("psi_io some {some:.2}")),
+        _ => {}
+    }
+    if let Some(bytes) = h.dirty_bytes {
+        out.push(format!("dirty {}", mib(bytes)));
+    }
+    if let Some(bytes) = h.writeback_bytes {
+        out.push(format!("writeback {}", mib(bytes)));
+    }
+    (!out.is_empty()).then(|| format!("host {}", out.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::demo_snapshot;
+
+    #[test]
+    fn each_interval_has_a_host_line_under_its_header() {
+        let report = interval(&demo_snapshot(), "00:00:07", &[]);
+        let lines: Vec<&str> = report.lines().collect();
+        assert_eq!(
+            lines[1],
+            "host load 2.10 1.50 0.80 running 3 blocked 1 iowait 4.0% psi_io some 12.34 full 3.02 dirty 40.0MiB writeback 2.0MiB",
+            "{report}"
+        );
+        assert!(lines[2].starts_with("DEVICE"), "{report}");
+    }
+
+    #[test]
+    fn a_replay_without_host_figures_has_no_host_line() {
+        let mut snap = demo_snapshot();
+        snap.host = HostFigures::default();
+        let report = interval(&snap, "00:00:07", &[]);
+        assert!(!report.lines().any(|l| l.starts_with("host")), "{report}");
+        snap.host.procs_blocked = Some(0);
+        let report = interval(&snap, "00:00:07", &[]);
+        assert_eq!(report.lines().nth(1), Some("host blocked 0"), "{report}");
+    }
 }

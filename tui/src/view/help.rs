@@ -64,6 +64,10 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
         "  (io_uring fsync not traced)  LMB/s asked  AMP device/asked",
         theme.dim,
     ));
+    lines.push(Line::styled(
+        "top line: ld load  r running  b I/O-blocked  wa %iowait  psi io",
+        theme.dim,
+    ));
     frame.render_widget(Clear, popup);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" iotop-bpf keys ")),

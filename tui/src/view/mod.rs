@@ -2,7 +2,8 @@
 //! [`UiState`] only.
 //!
 //! ```text
-//! ┌ status: host kernel uptime events/s dropped interval [PAUSED]        ┐
+//! ┌ status: [PAUSED] host kernel uptime events/s dropped interval D:n     ┐
+//! │   ld r b wa psi dirty: load, run queue, blocked, iowait, I/O pressure │
 //! ├ Disks ─ iostat -x columns, one row per disk ─────────────────────────┤
 //! ├ Processes ─ PID COMM R/s W/s RMB/s WMB/s p50 p99 SYNC/s AMP ─────────┤
 //! ├ Findings ─ ‼ CRIT write_amplification lab001 (pid 42): ... (if any) ─┤

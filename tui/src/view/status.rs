@@ -1,4 +1,9 @@
 //! The status bar (top line) and the key line (bottom line).
+//!
+//! The status line is fitted to the terminal rather than cut off: when everything does not fit,
+//! the least telling parts go first (the kernel release, the interval, the tool's own cost,
+//! ...), so the host header (load, run queue, blocked tasks, iowait, I/O pressure, dirty memory)
+//! stays readable at 80 columns. It comes in a long form when the whole line fits with it.
 
 use ratatui::{
     Frame,
@@ -7,56 +12,232 @@ use ratatui::{
 };
 
 use super::{Theme, UiState};
-use crate::{model::Snapshot, units};
+use crate::{
+    model::{HostFigures, Snapshot},
+    units,
+};
+
+/// How long a part of the status line stays when the line is too long: parts of the lowest
+/// rank go first (the rightmost of equals first). Ranks are listed in the order they go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Keep {
+    Kernel,
+    Interval,
+    BpfCost,
+    OwnCpu,
+    Uptime,
+    Hostname,
+    EventRate,
+    /// Dropped records, when there are none (a non-zero count is a warning: it stays).
+    NothingDropped,
+    HostFigures,
+    Warning,
+    /// The name and the modes (paused, totals).
+    Always,
+}
+
+struct Part {
+    span: Span<'static>,
+    keep: Keep,
+}
+
+fn part(text: String, keep: Keep) -> Part {
+    Part {
+        span: Span::raw(text),
+        keep,
+    }
+}
 
 pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    let mut parts = tool_parts(snap, ui, theme);
+    let width = usize::from(area.width);
+    let host_at = parts.len();
+    if let Some(long) = host_long(&snap.host) {
+        parts.push(part(long, Keep::HostFigures));
+        if line_width(&parts) <= width {
+            frame.render_widget(Line::from(spans(parts)), area);
+            return;
+        }
+        parts.remove(host_at);
+    }
+    if let Some(short) = host_short(&snap.host) {
+        parts.push(part(short, Keep::HostFigures));
+    }
+    fit(&mut parts, width);
+    frame.render_widget(Line::from(spans(parts)), area);
+}
+
+/// Everything but the host figures: the name, modes, this host, the tool's events and cost.
+fn tool_parts(snap: &Snapshot, ui: &UiState, theme: &Theme) -> Vec<Part> {
     let e = &snap.events;
-    let mut spans = vec![
-        Span::styled("iotop-bpf", theme.title),
-        Span::raw(format!(" {} {} ", ui.host, ui.kernel)),
-        Span::raw(format!("up {} ", units::elapsed(snap.elapsed_ns))),
-        Span::raw(format!("{:.0} ev/s ", snap.rate(e.received))),
-    ];
+    let mut parts = vec![Part {
+        span: Span::styled("iotop-bpf", theme.title),
+        keep: Keep::Always,
+    }];
+    // The modes go right after the name, where they are seen first.
+    if ui.paused {
+        parts.push(Part {
+            span: Span::styled(format!(" {}", paused_label(snap, ui)), theme.warn),
+            keep: Keep::Always,
+        });
+    }
+    if ui.cumulative {
+        parts.push(Part {
+            span: Span::styled(" [TOTALS]", theme.key),
+            keep: Keep::Always,
+        });
+    }
+    parts.push(part(format!(" {}", ui.host), Keep::Hostname));
+    parts.push(part(format!(" {}", ui.kernel), Keep::Kernel));
+    parts.push(part(" ".to_string(), Keep::Always));
+    parts.push(part(
+        format!("up {} ", units::elapsed(snap.elapsed_ns)),
+        Keep::Uptime,
+    ));
+    parts.push(part(
+        format!("{:.0} ev/s ", snap.rate(e.received)),
+        Keep::EventRate,
+    ));
     let dropped = if ui.cumulative {
         e.dropped_total
     } else {
         e.dropped
     };
     let dropped_text = format!("dropped {dropped} ");
-    spans.push(if dropped > 0 {
-        Span::styled(dropped_text, theme.warn)
+    parts.push(if dropped > 0 {
+        Part {
+            span: Span::styled(dropped_text, theme.warn),
+            keep: Keep::Warning,
+        }
     } else {
-        Span::raw(dropped_text)
+        part(dropped_text, Keep::NothingDropped)
     });
     // What the tool costs: BPF time per I/O ("~" when sampled in an earlier interval) and
     // its own CPU.
     let approx = if e.bpf_sampled { "~" } else { "" };
     match (e.bpf_cpu_pct, e.bpf_ns_per_io) {
-        (Some(pct), Some(ns)) => spans.push(Span::raw(format!("bpf {approx}{pct:.1}% {ns}ns/io "))),
-        (Some(pct), None) => spans.push(Span::raw(format!("bpf {approx}{pct:.1}% "))),
+        (Some(pct), Some(ns)) => parts.push(part(
+            format!("bpf {approx}{pct:.1}% {ns}ns/io "),
+            Keep::BpfCost,
+        )),
+        (Some(pct), None) => parts.push(part(format!("bpf {approx}{pct:.1}% "), Keep::BpfCost)),
         _ => {}
     }
     if let Some(pct) = e.cpu_pct {
-        spans.push(Span::raw(format!("cpu {pct:.1}% ")));
+        parts.push(part(format!("cpu {pct:.1}% "), Keep::OwnCpu));
     }
-    spans.push(Span::raw(format!("every {:.1}s ", snap.interval_secs())));
+    parts.push(part(
+        format!("every {:.1}s ", snap.interval_secs()),
+        Keep::Interval,
+    ));
     if !snap.dstate.is_empty() {
-        spans.push(Span::styled(
-            format!("D:{} ", snap.dstate.len()),
-            theme.warn,
-        ));
+        parts.push(Part {
+            span: Span::styled(format!("D:{} ", snap.dstate.len()), theme.warn),
+            keep: Keep::Warning,
+        });
     }
-    // The modes go right after the name: on a narrow terminal the end of the line is cut off.
-    if ui.cumulative {
-        spans.insert(1, Span::styled(" [TOTALS]", theme.key));
+    parts
+}
+
+fn line_width(parts: &[Part]) -> usize {
+    parts.iter().map(|p| p.span.width()).sum()
+}
+
+/// Drops parts, least telling first, until the line fits in `width` (or only what always
+/// stays is left; the terminal then cuts the end).
+fn fit(parts: &mut Vec<Part>, width: usize) {
+    while line_width(parts) > width {
+        let weakest = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.keep != Keep::Always)
+            .min_by(|(i, a), (j, b)| a.keep.cmp(&b.keep).then(j.cmp(i)))
+            .map(|(i, _)| i);
+        match weakest {
+            Some(i) => {
+                parts.remove(i);
+            }
+            None => break,
+        }
     }
-    if ui.paused {
-        spans.insert(
-            1,
-            Span::styled(format!(" {}", paused_label(snap, ui)), theme.warn),
-        );
+}
+
+fn spans(parts: Vec<Part>) -> Vec<Span<'static>> {
+    parts.into_iter().map(|p| p.span).collect()
+}
+
+/// `12`, `2.1`, `4`, `0.4`: one decimal below 10 (none when it is 0), none above.
+fn short(x: f64) -> String {
+    let text = if x < 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    };
+    match text.strip_suffix(".0") {
+        Some(whole) => whole.to_string(),
+        None => text,
     }
-    frame.render_widget(Line::from(spans), area);
+}
+
+/// `ld 2.1 r3 b1 wa 4% psi 12/3 dirty 40M`: only what is known; `None` when nothing is
+/// (a replay of a recording made before the host was sampled).
+fn host_short(h: &HostFigures) -> Option<String> {
+    let mut out = Vec::new();
+    if let Some(load) = h.load1 {
+        out.push(format!("ld {}", short(load)));
+    }
+    if let Some(n) = h.procs_running {
+        out.push(format!("r{n}"));
+    }
+    if let Some(n) = h.procs_blocked {
+        out.push(format!("b{n}"));
+    }
+    if let Some(pct) = h.iowait_pct {
+        out.push(format!("wa {}%", short(pct)));
+    }
+    match (h.psi_io_some_avg10, h.psi_io_full_avg10) {
+        (Some(some), Some(full)) => out.push(format!("psi {}/{}", short(some), short(full))),
+        (Some(some), None) => out.push(format!("psi {}", short(some))),
+        _ => {}
+    }
+    if let Some(bytes) = h.dirty_bytes {
+        out.push(format!("dirty {}", byte_count(bytes)));
+    }
+    (!out.is_empty()).then(|| out.join(" "))
+}
+
+/// `load 2.10 1.50 0.80 run 3 blk 1 iowait 4.0% psi 12.34/3.02 dirty 40M wb 2.0M`.
+fn host_long(h: &HostFigures) -> Option<String> {
+    let mut out = Vec::new();
+    if let (Some(one), Some(five), Some(fifteen)) = (h.load1, h.load5, h.load15) {
+        out.push(format!("load {one:.2} {five:.2} {fifteen:.2}"));
+    }
+    if let Some(n) = h.procs_running {
+        out.push(format!("run {n}"));
+    }
+    if let Some(n) = h.procs_blocked {
+        out.push(format!("blk {n}"));
+    }
+    if let Some(pct) = h.iowait_pct {
+        out.push(format!("iowait {pct:.1}%"));
+    }
+    match (h.psi_io_some_avg10, h.psi_io_full_avg10) {
+        (Some(some), Some(full)) => out.push(format!("psi {some:.2}/{full:.2}")),
+        (Some(some), None) => out.push(format!("psi {some:.2}")),
+        _ => {}
+    }
+    if let Some(bytes) = h.dirty_bytes {
+        out.push(format!("dirty {}", byte_count(bytes)));
+    }
+    if let Some(bytes) = h.writeback_bytes {
+        out.push(format!("wb {}", byte_count(bytes)));
+    }
+    (!out.is_empty()).then(|| out.join(" "))
+}
+
+fn byte_count(bytes: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    units::bytes(bytes as f64)
 }
 
 /// `[PAUSED 12:03:04Z]`, and while stepping back `[PAUSED 12:03:04Z -42s]`: the wall-clock

@@ -382,7 +382,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
-    use crate::model::{BlockIo, Comm, Dev, KernelSample, Op};
+    use crate::model::{BlockIo, Comm, CpuJiffies, Dev, HostSample, KernelSample, LoadAvg, Op};
 
     fn temp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("iotop-bpf-rec-{}-{name}", std::process::id()))
@@ -432,6 +432,26 @@ mod tests {
         recorder.input(&block()).unwrap();
         recorder.input(&Input::BadRecords(3)).unwrap();
         recorder.input(&sample(1_000)).unwrap();
+        let with_host = Input::Sample(Box::new(KernelSample {
+            now_ns: 2_000,
+            host: HostSample {
+                load: Some(LoadAvg {
+                    one_hundredths: 210,
+                    five_hundredths: 150,
+                    fifteen_hundredths: 80,
+                }),
+                procs_blocked: Some(1),
+                cpu: Some(CpuJiffies {
+                    iowait: 28_391,
+                    ..CpuJiffies::default()
+                }),
+                psi_io_full_avg10_hundredths: Some(302),
+                dirty_bytes: Some(40 << 20),
+                ..HostSample::default()
+            },
+            ..KernelSample::default()
+        }));
+        recorder.input(&with_host).unwrap();
         drop(recorder);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "it holds other processes' names and paths");
@@ -440,6 +460,7 @@ mod tests {
         assert_eq!(replay.next_input().unwrap(), Some(block()));
         assert_eq!(replay.next_input().unwrap(), Some(Input::BadRecords(3)));
         assert_eq!(replay.next_input().unwrap(), Some(sample(1_000)));
+        assert_eq!(replay.next_input().unwrap(), Some(with_host));
         assert_eq!(replay.next_input().unwrap(), None);
         std::fs::remove_file(path).unwrap();
     }
@@ -495,7 +516,8 @@ mod tests {
             "pid read as the thread id"
         );
         assert!(
-            matches!(replay.next_input().unwrap(), Some(Input::Sample(s)) if s.now_ns == 1_000)
+            matches!(replay.next_input().unwrap(), Some(Input::Sample(s)) if s.now_ns == 1_000 && s.host == HostSample::default()),
+            "recorded before the host figures: none of them"
         );
         assert_eq!(replay.next_input().unwrap(), None);
         std::fs::remove_file(path).unwrap();
