@@ -50,6 +50,15 @@ impl Tmux {
         sh("tmux", &["send-keys", "-t", &self.session, keys]);
     }
 
+    /// Waits until `text` is off the screen.
+    fn wait_for_gone(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.screen().contains(text) {
+            assert!(Instant::now() < deadline, "{text:?} never went away");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn wait_for(&self, text: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -122,6 +131,9 @@ fn keys_work_and_q_restores_the_terminal() {
     tmux.keys("?");
     tmux.wait_for("iotop-bpf keys");
     tmux.keys("Escape");
+    // An Escape followed at once by a space reads as Alt+Space (as it would from a person
+    // typing that fast): wait for the help to close first.
+    tmux.wait_for_gone("iotop-bpf keys");
     tmux.keys("space");
     tmux.wait_for("[PAUSED ");
     tmux.keys("c");
