@@ -26,6 +26,9 @@ pub const FLAG_PARTIAL: u8 = 1 << 5;
 /// The request was created by a thread that was inside a sync call (fsync, ...): data the
 /// sync had to write itself.
 pub const FLAG_IN_SYNC: u8 = 1 << 6;
+/// Set by the probes: the request went through an I/O scheduler (`block_rq_insert` before
+/// it was issued); `InFlight::inserted_after` holds when.
+pub const FLAG_INSERTED: u8 = 1 << 7;
 
 /// `origin` values: where the submitting task (pid, tgid, comm) was captured.
 ///
@@ -103,7 +106,9 @@ pub struct InFlight {
     pub origin: u8,
     /// `FLAG_IN_SYNC` when created inside a sync call.
     pub flags: u8,
-    pub _pad: [u8; 2],
+    /// With `FLAG_INSERTED`: created -> inserted into the scheduler (btt's G2I), as
+    /// [`crate::hist::compress_ns`] (a u64 would not fit the slot's cache line).
+    pub inserted_after: u16,
     pub comm: [u8; COMM_LEN],
 }
 

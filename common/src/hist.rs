@@ -31,6 +31,40 @@ pub const fn log2_slot(lat_ns: u64) -> u32 {
     (bits & below) | (last & !below)
 }
 
+/// `x` in 16 bits, within 0.1%: exact below 2,048 ns, else an 11-bit mantissa and a 5-bit
+/// shift (up to ~73 minutes; saturates beyond). Room for a time in a cache-line-sized slot
+/// of the in-flight table, where no u64 fits. Branch-free like [`log2_slot`].
+#[inline(always)]
+#[must_use]
+pub const fn compress_ns(x: u64) -> u16 {
+    let mut v = x;
+    v |= v >> 1;
+    v |= v >> 2;
+    v |= v >> 4;
+    v |= v >> 8;
+    v |= v >> 16;
+    v |= v >> 32;
+    v -= (v >> 1) & 0x5555_5555_5555_5555;
+    v = (v & 0x3333_3333_3333_3333) + ((v >> 2) & 0x3333_3333_3333_3333);
+    v = (v + (v >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    let bits = (v.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32;
+    // shift = clamp(bits - 11, 0, 31), branch-free.
+    let over = bits.saturating_sub(11);
+    let fits = ((over.wrapping_sub(31)) >> 31).wrapping_neg(); // all ones when over < 31
+    let shift = (over & fits) | (31 & !fits);
+    let mantissa = x >> shift;
+    // Beyond the range the mantissa has more than 11 bits: saturate it.
+    let small = ((mantissa.wrapping_sub(0x800)) >> 63).wrapping_neg(); // all ones when < 0x800
+    let mantissa = (mantissa & small) | (0x7ff & !small);
+    ((shift << 11) as u16) | mantissa as u16
+}
+
+/// The time [`compress_ns`] kept.
+#[must_use]
+pub const fn expand_ns(code: u16) -> u64 {
+    ((code & 0x7ff) as u64) << (code >> 11)
+}
+
 /// Exclusive upper bound, in microseconds, of a slot (`le` in the JSON histogram).
 #[must_use]
 pub const fn slot_upper_us(slot: u32) -> u64 {
@@ -52,6 +86,22 @@ mod tests {
         assert_eq!(log2_slot(4_000), 3);
         assert_eq!(log2_slot(1_000_000), 10); // 1000 us is in [512, 1024)
         assert_eq!(log2_slot(u64::MAX), SLOTS as u32 - 1);
+    }
+
+    #[test]
+    fn compressed_times_are_exact_when_small_and_within_a_tenth_of_a_percent_after() {
+        for x in 0..2048 {
+            assert_eq!(expand_ns(compress_ns(x)), x);
+        }
+        let mut x = 2048u64;
+        while x < 1 << 42 {
+            for y in [x, x + 1, x * 3 / 2, x * 2 - 1] {
+                let back = expand_ns(compress_ns(y));
+                assert!(back <= y && y - back <= y / 1024, "{y} -> {back}");
+            }
+            x *= 2;
+        }
+        assert_eq!(expand_ns(compress_ns(u64::MAX)), 0x7ff << 31, "saturates");
     }
 
     #[test]

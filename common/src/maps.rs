@@ -59,9 +59,15 @@ pub struct DiskAggregate {
     pub total_hist: [u64; SLOTS],
     pub queue_hist: [u64; SLOTS],
     pub device_hist: [u64; SLOTS],
+    /// Requests that went through an I/O scheduler (completed), and their queue time split
+    /// as btt does: created -> inserted (G2I: plugged) and inserted -> issued (I2D: in the
+    /// scheduler), sums in ns: btt's averages.
+    pub inserted: u64,
+    pub g2i_ns: u64,
+    pub i2d_ns: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<DiskAggregate>() == (3 * OP_COUNT + 3 + 3 * SLOTS) * 8);
+const _: () = assert!(core::mem::size_of::<DiskAggregate>() == (3 * OP_COUNT + 6 + 3 * SLOTS) * 8);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -11,10 +11,10 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
     block::{
-        BlockIoRecord, FLAG_IN_SYNC, InFlightKey, InFlightSlot, OP_COUNT, ORIGIN_ISSUE,
-        ORIGIN_START,
+        BlockIoRecord, FLAG_IN_SYNC, FLAG_INSERTED, InFlightKey, InFlightSlot, OP_COUNT,
+        ORIGIN_ISSUE, ORIGIN_START,
     },
-    hist::{SLOTS, log2_slot},
+    hist::{SLOTS, compress_ns, expand_ns, log2_slot},
     maps::{
         COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_ISSUE_WITHOUT_START,
         COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
@@ -149,6 +149,7 @@ pub fn created_by_current_task(key: &InFlightKey, now: u64, origin: u8) {
         (*value).remaining_bytes = 0;
         (*value).origin = origin;
         (*value).flags = if in_sync { FLAG_IN_SYNC } else { 0 };
+        (*value).inserted_after = 0;
         let comm = &raw mut (*value).comm;
         if generated::bpf_get_current_comm(comm.cast(), COMM_LEN as u32) != 0 {
             (*comm) = [0; COMM_LEN];
@@ -202,6 +203,25 @@ pub fn issued(key: &InFlightKey, bytes: u32) {
             (*slot).value.issued_ns = now;
             (*slot).value.remaining_bytes = bytes;
         }
+    }
+}
+
+/// The request `key` went into an I/O scheduler: remember when, as btt's G2I (created ->
+/// inserted). Only the first insert before the issue counts (a requeue inserts it again).
+#[inline(always)]
+pub fn inserted(key: &InFlightKey) {
+    let Some(slot) = inflight::find(key) else {
+        return;
+    };
+    // SAFETY: the slot is only touched by this request's own probes.
+    unsafe {
+        let value = &raw mut (*slot).value;
+        if (*value).issued_ns != 0 || (*value).flags & FLAG_INSERTED != 0 {
+            return;
+        }
+        let now = bpf_ktime_get_ns();
+        (*value).inserted_after = compress_ns(now.saturating_sub((*value).created_ns));
+        (*value).flags |= FLAG_INSERTED;
     }
 }
 
@@ -327,7 +347,14 @@ pub fn finish(slot: *mut InFlightSlot, c: &Completion, rest_key: &InFlightKey, n
         started.remaining_bytes
     };
 
-    aggregate(c.dev, c.op, bytes, c.error, queue_ns, device_ns);
+    // Time in the scheduler: the queue time after the insert (a G2I read back a little
+    // short by the compression never exceeds the queue time it is part of).
+    let g2i_ns = if started.flags & FLAG_INSERTED != 0 {
+        Some(expand_ns(started.inserted_after).min(queue_ns))
+    } else {
+        None
+    };
+    aggregate(c.dev, c.op, bytes, c.error, queue_ns, device_ns, g2i_ns);
 
     let Some(mut record) = EVENTS.reserve::<BlockIoRecord>(0) else {
         bump(COUNTER_RING_DROPPED);
@@ -363,7 +390,15 @@ pub fn finish(slot: *mut InFlightSlot, c: &Completion, rest_key: &InFlightKey, n
 }
 
 #[inline(always)]
-fn aggregate(dev: u32, op: u8, bytes: u32, error: i32, queue_ns: u64, device_ns: u64) {
+fn aggregate(
+    dev: u32,
+    op: u8,
+    bytes: u32,
+    error: i32,
+    queue_ns: u64,
+    device_ns: u64,
+    g2i_ns: Option<u64>,
+) {
     let agg = match DISK_AGGREGATES.get_ptr_mut(&dev) {
         Some(agg) => agg,
         None => {
@@ -404,6 +439,12 @@ fn aggregate(dev: u32, op: u8, bytes: u32, error: i32, queue_ns: u64, device_ns:
         }
         if device < SLOTS {
             (*agg).device_hist[device] += 1;
+        }
+        if let Some(g2i_ns) = g2i_ns {
+            let i2d_ns = queue_ns - g2i_ns;
+            (*agg).inserted += 1;
+            (*agg).g2i_ns += g2i_ns;
+            (*agg).i2d_ns += i2d_ns;
         }
     }
 }

@@ -24,7 +24,7 @@ use iotop_bpf_common::{
 
 use crate::{
     blame,
-    block::{Completion, bump, created_by_current_task, finish, issued, unpaired},
+    block::{Completion, bump, created_by_current_task, finish, inserted, issued, unpaired},
     inflight,
     sched::{Episodes, finished},
 };
@@ -61,6 +61,16 @@ pub fn raw_block_issue(ctx: RawTracePointContext) -> i32 {
     let rq: u64 = ctx.arg(0);
     let bytes: u32 = read(rq, RAW_OFFSETS.load().rq_data_len).unwrap_or(0);
     issued(&key(rq), bytes);
+    0
+}
+
+/// `block_rq_insert(struct request *rq)`: the request goes into an I/O scheduler (with
+/// `none`, only when the driver is busy). Fires once per request, before its issue; a
+/// requeued request is inserted again after it, and keeps its first split.
+#[raw_tracepoint(tracepoint = "block_rq_insert")]
+pub fn raw_block_insert(ctx: RawTracePointContext) -> i32 {
+    let rq: u64 = ctx.arg(0);
+    inserted(&key(rq));
     0
 }
 

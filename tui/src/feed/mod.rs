@@ -446,6 +446,9 @@ fn sum_disk<'a>(dev: Dev, per_cpu: impl Iterator<Item = &'a DiskAggregate>) -> D
         out.errors += cpu.errors;
         out.queue_ns += cpu.queue_ns;
         out.device_ns += cpu.device_ns;
+        out.inserted += cpu.inserted;
+        out.g2i_ns += cpu.g2i_ns;
+        out.i2d_ns += cpu.i2d_ns;
     }
     out
 }

@@ -35,7 +35,8 @@ pub fn diskstats() -> Vec<DiskStat> {
         .unwrap_or_default()
 }
 
-/// Fields: major minor name reads ... ; io_ticks (ms busy) is the 13th column.
+/// Fields: major minor name reads reads_merged ... writes writes_merged ...; io_ticks (ms
+/// busy) is the 13th column.
 pub fn parse_diskstats(text: &str) -> Vec<DiskStat> {
     text.lines()
         .filter_map(|line| {
@@ -43,6 +44,8 @@ pub fn parse_diskstats(text: &str) -> Vec<DiskStat> {
             Some(DiskStat {
                 dev: Dev::new(cols.first()?.parse().ok()?, cols.get(1)?.parse().ok()?),
                 io_ticks_ms: cols.get(12)?.parse().ok()?,
+                read_merges: cols.get(4)?.parse().ok()?,
+                write_merges: cols.get(8)?.parse().ok()?,
             })
         })
         .collect()
@@ -76,13 +79,15 @@ mod tests {
 
     #[test]
     fn parses_diskstats() {
-        let text = "   7       0 loop0 112 0 3242 5 1002 0 8016 1234 0 777 1239 0 0 0 0 0 0\n 254       0 vda 9 1 2 3\n";
+        let text = "   7       0 loop0 112 3 3242 5 1002 17 8016 1234 0 777 1239 0 0 0 0 0 0\n 254       0 vda 9 1 2 3\n";
         let stats = parse_diskstats(text);
         assert_eq!(
             stats,
             vec![DiskStat {
                 dev: Dev::new(7, 0),
-                io_ticks_ms: 777
+                io_ticks_ms: 777,
+                read_merges: 3,
+                write_merges: 17,
             }]
         );
     }

@@ -51,7 +51,31 @@ pub(super) struct DiskBook {
     /// And at the baseline: totals since start are differences from these.
     start_totals: FastMap<Dev, DiskTotals>,
     prev_diskstats: FastMap<Dev, DiskStat>,
-    busy_total_ms: FastMap<Dev, u64>,
+    diskstats_since_start: FastMap<Dev, DiskStatDelta>,
+}
+
+/// What /proc/diskstats counted over a period.
+#[derive(Clone, Copy, Debug, Default)]
+struct DiskStatDelta {
+    busy_ms: u64,
+    read_merges: u64,
+    write_merges: u64,
+}
+
+impl DiskStatDelta {
+    fn between(now: &DiskStat, before: &DiskStat) -> Self {
+        Self {
+            busy_ms: now.io_ticks_ms.saturating_sub(before.io_ticks_ms),
+            read_merges: now.read_merges.saturating_sub(before.read_merges),
+            write_merges: now.write_merges.saturating_sub(before.write_merges),
+        }
+    }
+
+    fn add(&mut self, other: &Self) {
+        self.busy_ms += other.busy_ms;
+        self.read_merges += other.read_merges;
+        self.write_merges += other.write_merges;
+    }
 }
 
 impl DiskBook {
@@ -76,20 +100,21 @@ impl DiskBook {
         elapsed_ns: u64,
         name_of: &impl Fn(Dev) -> String,
     ) -> Vec<DiskRow> {
-        // Busy time in this interval; a disk seen for the first time counts from now.
-        let busy_ms: FastMap<Dev, u64> = sample
+        // Busy time and merges in this interval; a disk seen for the first time counts
+        // from now.
+        let diskstats: FastMap<Dev, DiskStatDelta> = sample
             .diskstats
             .iter()
             .map(|stat| {
-                let before = self
-                    .prev_diskstats
-                    .get(&stat.dev)
-                    .map_or(stat.io_ticks_ms, |s| s.io_ticks_ms);
-                (stat.dev, stat.io_ticks_ms.saturating_sub(before))
+                let before = self.prev_diskstats.get(&stat.dev).unwrap_or(stat);
+                (stat.dev, DiskStatDelta::between(stat, before))
             })
             .collect();
-        for (dev, busy) in &busy_ms {
-            *self.busy_total_ms.entry(*dev).or_default() += busy;
+        for (dev, delta) in &diskstats {
+            self.diskstats_since_start
+                .entry(*dev)
+                .or_default()
+                .add(delta);
         }
         let geometry: FastMap<Dev, DiskGeometry> =
             sample.geometry.iter().map(|g| (g.dev, *g)).collect();
@@ -115,14 +140,14 @@ impl DiskBook {
                         &state.interval,
                         &state.interval_sizes,
                         interval_ns,
-                        busy_ms.get(&now.dev).copied(),
+                        diskstats.get(&now.dev).copied(),
                     ),
                     total: figures(
                         &delta(now, start),
                         &state.total,
                         &state.total_sizes,
                         elapsed_ns,
-                        self.busy_total_ms.get(&now.dev).copied(),
+                        self.diskstats_since_start.get(&now.dev).copied(),
                     ),
                 };
                 state.interval.clear();
@@ -154,6 +179,9 @@ fn delta(now: &DiskTotals, before: &DiskTotals) -> DiskTotals {
     sub(&now.total_hist, &before.total_hist, &mut out.total_hist);
     sub(&now.queue_hist, &before.queue_hist, &mut out.queue_hist);
     sub(&now.device_hist, &before.device_hist, &mut out.device_hist);
+    out.inserted = now.inserted.saturating_sub(before.inserted);
+    out.g2i_ns = now.g2i_ns.saturating_sub(before.g2i_ns);
+    out.i2d_ns = now.i2d_ns.saturating_sub(before.i2d_ns);
     out.errors = now.errors.saturating_sub(before.errors);
     out.queue_ns = now.queue_ns.saturating_sub(before.queue_ns);
     out.device_ns = now.device_ns.saturating_sub(before.device_ns);
@@ -166,7 +194,7 @@ fn figures(
     latencies: &Latencies,
     sizes: &RequestSizes,
     period_ns: u64,
-    busy_ms: Option<u64>,
+    diskstats: Option<DiskStatDelta>,
 ) -> DiskFigures {
     let reads = d.requests[OP_READ as usize];
     let writes = d.requests[OP_WRITE as usize];
@@ -189,7 +217,14 @@ fn figures(
             .unwrap_or(0),
         flush_time_ns: d.latency_ns[OP_FLUSH as usize],
         queue_size: d.latency_ns.iter().sum::<u64>() as f64 / period,
-        util_pct: busy_ms.map_or(0.0, |ms| (ms as f64 * 1e6 / period * 100.0).min(100.0)),
+        util_pct: diskstats.map_or(0.0, |d| {
+            (d.busy_ms as f64 * 1e6 / period * 100.0).min(100.0)
+        }),
+        read_merges: diskstats.map_or(0, |d| d.read_merges),
+        write_merges: diskstats.map_or(0, |d| d.write_merges),
+        inserted: d.inserted,
+        g2i_sum_ns: d.g2i_ns,
+        i2d_sum_ns: d.i2d_ns,
         total_hist: Log2Hist {
             slots: d.total_hist,
         },

@@ -125,7 +125,13 @@ pub fn demo_snapshot() -> Snapshot {
         });
     }
 
-    let totals = disk_totals_of(&events);
+    let mut totals = disk_totals_of(&events);
+    // nvme0n1 has mq-deadline: every request went through it, plugged 2 us each.
+    if let Some(t) = totals.iter_mut().find(|t| t.dev == nvme) {
+        t.inserted = t.requests.iter().sum();
+        t.g2i_ns = t.inserted * 2 * US;
+        t.i2d_ns = t.queue_ns.saturating_sub(t.g2i_ns);
+    }
     let mut model = Aggregator::new(Settings::default(), 0);
     let sample = |now_ns, busy| KernelSample {
         kind: SampleKind::Interval,
@@ -136,10 +142,14 @@ pub fn demo_snapshot() -> Snapshot {
             DiskStat {
                 dev: nvme,
                 io_ticks_ms: busy,
+                read_merges: 0,
+                write_merges: busy / 6,
             },
             DiskStat {
                 dev: loop0,
                 io_ticks_ms: busy / 2,
+                read_merges: busy / 4,
+                write_merges: 0,
             },
         ],
         logical_writes: vec![],

@@ -431,6 +431,15 @@ pub struct DiskTotals {
     pub total_hist: [u64; SLOTS],
     pub queue_hist: [u64; SLOTS],
     pub device_hist: [u64; SLOTS],
+    /// Requests that went through an I/O scheduler, and their queue time split as btt does:
+    /// created -> inserted (G2I) and inserted -> issued (I2D), ns sums.
+    /// Absent from recordings made before the split: zero.
+    #[serde(default)]
+    pub inserted: u64,
+    #[serde(default)]
+    pub g2i_ns: u64,
+    #[serde(default)]
+    pub i2d_ns: u64,
 }
 
 /// The probes' own counters, cumulative.
@@ -468,6 +477,11 @@ pub struct DiskStat {
     pub dev: Dev,
     /// Milliseconds with at least one request in flight (`io_ticks`).
     pub io_ticks_ms: u64,
+    /// Requests merged into others before issue (reads, writes): iostat's rrqm, wrqm.
+    #[serde(default)]
+    pub read_merges: u64,
+    #[serde(default)]
+    pub write_merges: u64,
 }
 
 /// What a sample does to the model.

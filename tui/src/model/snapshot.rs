@@ -79,6 +79,15 @@ pub struct DiskFigures {
     pub queue_size: f64,
     /// Percentage of time the disk had a request in flight (iostat's %util).
     pub util_pct: f64,
+    /// Requests merged into others before issue (iostat's rrqm, wrqm; /proc/diskstats).
+    pub read_merges: u64,
+    pub write_merges: u64,
+    /// Requests that went through an I/O scheduler, and their queue time split as btt
+    /// does: created -> inserted (G2I: plugged) and inserted -> issued (I2D: in the
+    /// scheduler). Exact kernel counts and sums (btt's averages); zero without a scheduler.
+    pub inserted: u64,
+    pub g2i_sum_ns: u64,
+    pub i2d_sum_ns: u64,
     /// Total, queue and device latency from the kernel's log2 histograms (exact counts).
     pub total_hist: Log2Hist,
     pub queue_hist: Log2Hist,
@@ -101,6 +110,13 @@ pub struct DiskFigures {
 impl DiskFigures {
     pub fn requests(&self) -> u64 {
         self.reads + self.writes + self.flushes + self.discards + self.others
+    }
+
+    /// Mean time plugged before the scheduler (btt's G2I) and in it (I2D), ns, over the
+    /// requests that went through a scheduler; `None` when none did.
+    pub fn scheduler_split_ns(&self) -> Option<(u64, u64)> {
+        let n = self.inserted;
+        (n > 0).then(|| (self.g2i_sum_ns / n, self.i2d_sum_ns / n))
     }
 }
 

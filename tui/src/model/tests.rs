@@ -302,9 +302,12 @@ fn drops_and_bad_records_are_reported_per_interval() {
 fn the_first_interval_is_measured_from_the_baseline() {
     // A busy disk: 5 s of busy time before iotop-bpf started, 250 ms in its first second.
     let mut model = Aggregator::new(Settings::default(), 0);
+    // Merges counted by /proc/diskstats too: a tenth of the busy milliseconds, for the test.
     let stat = |ms| DiskStat {
         dev: LOOP0,
         io_ticks_ms: ms,
+        read_merges: ms / 10,
+        write_merges: ms / 5,
     };
     let mut baseline = sample(0, &[]);
     baseline.kind = SampleKind::Baseline;
@@ -320,6 +323,13 @@ fn the_first_interval_is_measured_from_the_baseline() {
     assert_eq!(first.seq, 1);
     assert!((first.disks[0].interval.util_pct - 25.0).abs() < 1e-9);
     assert_eq!(
+        (
+            first.disks[0].interval.read_merges,
+            first.disks[0].interval.write_merges
+        ),
+        (25, 50)
+    );
+    assert_eq!(
         first.procs[0].interval.logical_write_bytes, 512,
         "writes before the start are not this interval's"
     );
@@ -327,6 +337,10 @@ fn the_first_interval_is_measured_from_the_baseline() {
     s.diskstats = vec![stat(6_250)];
     let second = model.tick(&s);
     assert!((second.disks[0].interval.util_pct - 100.0).abs() < 1e-9);
+    assert_eq!(
+        second.disks[0].total.write_merges, 250,
+        "since start: 50 + 200"
+    );
 }
 
 #[test]

@@ -165,7 +165,7 @@ impl Probes {
             (Err(why), _) => (
                 BlameOffsets::OFF,
                 vec![format!(
-                    "classic tracepoints ({why}): requests have no cgroup, and write-back is charged to the flusher"
+                    "classic tracepoints ({why}): requests have no cgroup, write-back is charged to the flusher, and queue time is not split at the scheduler (G2I/I2D)"
                 )],
             ),
             (Ok(_), Err(why)) => (BlameOffsets::OFF, vec![why.clone()]),
@@ -261,6 +261,9 @@ impl Probes {
                 ("raw_block_issue", "block_rq_issue"),
                 ("raw_block_complete", "block_rq_complete"),
                 ("raw_block_rq_merge", "block_rq_merge"),
+                // btt's G2I / I2D split: fires only for requests that go through an I/O
+                // scheduler (or wait for a busy driver), so it costs nothing without one.
+                ("raw_block_insert", "block_rq_insert"),
             ]);
         }
         for &(program, name) in &sched.classic {

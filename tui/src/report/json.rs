@@ -242,6 +242,21 @@ pub struct Disk<'a> {
     pub histogram_us: Vec<Bucket>,
     pub queue_histogram_us: Vec<Bucket>,
     pub device_histogram_us: Vec<Bucket>,
+    /// Requests merged into others before issue (iostat's rrqm, wrqm).
+    pub read_merges: u64,
+    pub write_merges: u64,
+    /// The queue time of requests that went through an I/O scheduler, split as btt does;
+    /// null when none did (no scheduler, or a kernel without the split).
+    pub scheduler: Option<Scheduler>,
+}
+
+/// btt's G2I (created -> inserted into the scheduler: plugged) and I2D (inserted ->
+/// issued: in the scheduler).
+#[derive(Serialize)]
+pub struct Scheduler {
+    pub requests: u64,
+    pub g2i_avg_us: f64,
+    pub i2d_avg_us: f64,
 }
 
 impl<'a> From<&'a DiskRow> for Disk<'a> {
@@ -269,8 +284,21 @@ impl<'a> From<&'a DiskRow> for Disk<'a> {
             histogram_us: buckets(&f.total_hist),
             queue_histogram_us: buckets(&f.queue_hist),
             device_histogram_us: buckets(&f.device_hist),
+            read_merges: f.read_merges,
+            write_merges: f.write_merges,
+            scheduler: f.scheduler_split_ns().map(|(g2i, i2d)| Scheduler {
+                requests: f.inserted,
+                g2i_avg_us: us_2(g2i),
+                i2d_avg_us: us_2(i2d),
+            }),
         }
     }
+}
+
+/// Nanoseconds as microseconds with two decimals (G2I is often below a microsecond).
+#[expect(clippy::cast_precision_loss, reason = "display")]
+fn us_2(ns: u64) -> f64 {
+    round2(ns as f64 / 1000.0)
 }
 
 #[derive(Serialize)]

@@ -18,6 +18,11 @@ use crate::{
 /// Width of the fixed columns (with the wide extras, spacing and the selection mark): the
 /// sparklines get what is left.
 const FIXED_WIDTH: u16 = 116;
+/// Width of the merge columns (`rrqm/s`, `wrqm/s`, with spacing): shown only where the
+/// sparklines keep room for their titles, which matter more.
+const MERGES_WIDTH: u16 = 16;
+/// A sparkline as wide as its title (`IOPS trend`).
+const READABLE_SPARK: u16 = 10;
 /// Narrowest useful sparkline.
 const MIN_SPARK: u16 = 8;
 
@@ -67,8 +72,10 @@ pub fn render(
     let rows = visible(snap, ui);
     let secs = period_secs(snap, ui);
     let wide = area.width >= 110;
+    let merges = wide && area.width >= FIXED_WIDTH + MERGES_WIDTH + 3 * (READABLE_SPARK + 1);
+    let fixed = FIXED_WIDTH + if merges { MERGES_WIDTH } else { 0 };
     // What is left after the fixed columns, split in three sparklines (1 column of spacing).
-    let spark = (area.width.saturating_sub(FIXED_WIDTH) / 3)
+    let spark = (area.width.saturating_sub(fixed) / 3)
         .saturating_sub(1)
         .min(40);
     let sparks = wide && spark >= MIN_SPARK && !ui.cumulative;
@@ -92,6 +99,10 @@ pub fn render(
         Constraint::Length(6),
     ];
     if wide {
+        if merges {
+            header.extend(["rrqm/s", "wrqm/s"]);
+            widths.extend([Constraint::Length(7), Constraint::Length(7)]);
+        }
         header.extend(["flush/s", "queue p50", "dev p50", "p99"]);
         widths.extend([
             Constraint::Length(8),
@@ -120,6 +131,12 @@ pub fn render(
                 format!("{:.1}", f.util_pct),
             ];
             if wide {
+                if merges {
+                    cells.extend([
+                        format!("{:.0}", rate(f.read_merges)),
+                        format!("{:.0}", rate(f.write_merges)),
+                    ]);
+                }
                 cells.extend([
                     format!("{:.0}", rate(f.flushes)),
                     units::latency(f.queue.p50_ns),

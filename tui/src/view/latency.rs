@@ -24,6 +24,9 @@ struct Subject {
     device: Latency,
     queue_hist: Log2Hist,
     device_hist: Log2Hist,
+    /// A disk with an I/O scheduler: queue time split as btt does (mean G2I, mean I2D, and
+    /// the share of requests that went through the scheduler, %).
+    scheduler: Option<(u64, u64, u64)>,
 }
 
 fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
@@ -41,6 +44,9 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
             device: f.device,
             queue_hist: f.queue_hist,
             device_hist: f.device_hist,
+            scheduler: f
+                .scheduler_split_ns()
+                .map(|(g2i, i2d)| (g2i, i2d, f.inserted * 100 / f.requests().max(f.inserted))),
         })
     };
     match ui.focus {
@@ -61,6 +67,7 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
                 device: f.device,
                 queue_hist: f.queue_hist,
                 device_hist: f.device_hist,
+                scheduler: None,
             })
         }
     }
@@ -174,7 +181,8 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     frame.render_widget(block, area);
     let [left, right] =
         Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(inner);
-    let rows = usize::from(inner.height.saturating_sub(1));
+    let header_rows = if s.scheduler.is_some() { 2 } else { 1 };
+    let rows = usize::from(inner.height.saturating_sub(header_rows));
     let window = slot_window(&s.queue_hist, &s.device_hist, rows);
     for (area, label, lat, hist, style) in [
         (left, "queue", s.queue, &s.queue_hist, theme.queue_bar),
@@ -188,6 +196,21 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
                 units::latency(lat.p99_ns)
             )),
         ])];
+        if let Some((g2i, i2d, share)) = s.scheduler {
+            // The same row on both sides, so the bars stay aligned.
+            lines.push(if label == "queue" {
+                Line::from(vec![
+                    Span::styled("sched ", theme.key),
+                    Span::raw(format!(
+                        "G2I {} I2D {} avg ({share}%)",
+                        units::latency(g2i),
+                        units::latency(i2d)
+                    )),
+                ])
+            } else {
+                Line::styled("(D2C)", theme.dim)
+            });
+        }
         lines.extend(bars(hist, window.clone(), area.width, style));
         frame.render_widget(Paragraph::new(lines), area);
     }
