@@ -17,8 +17,10 @@ const BUILD_PACKAGES: &[&str] = &[
 /// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
 /// for the live view's; man and systemd-analyze for the package check; sqlite3 and python3
 /// for the evaluation corpus (tests/corpus); chromium renders the HTML report in the
-/// report's.
+/// report's; bpftrace is the peer the btt test checks its scheduler split against (and the
+/// bench's side-by-side peer).
 const TEST_PACKAGES: &[&str] = &[
+    "bpftrace",
     "xfsprogs",
     "fio",
     "e2fsprogs",
@@ -34,8 +36,8 @@ const TEST_PACKAGES: &[&str] = &[
 /// Prometheus and promtool, and prometheus recommends a node exporter that would start as a
 /// service.
 const TEST_PACKAGES_ALONE: &[&str] = &["prometheus"];
-/// The side-by-side peer of `cargo xtask bench`.
-const BENCH_PACKAGES: &[&str] = &["bpftrace"];
+/// What only `cargo xtask bench` needs beyond the tests' packages.
+const BENCH_PACKAGES: &[&str] = &[];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
 pub fn setup(bench: bool) -> Result<()> {
