@@ -65,7 +65,14 @@ fn lab001_on_ext4_is_named_with_its_amplification() {
                 .any(|w| w["pid"].as_u64() == Some(u64::from(pid)))
         });
     assert!(jbd2_wrote_for_it, "jbd2 shows whom it wrote for");
-    assert!(mine.iter().all(|p| num(&p["sync_latency_us"], "max") > 0));
+    // Every interval with syncs has their latency; an interval may also carry only journal
+    // charges settled after the last sync (they land up to 300 ms late), without syncs.
+    for p in &mine {
+        assert!(
+            num(p, "syncs") == 0 || num(&p["sync_latency_us"], "max") > 0,
+            "pid {pid} synced without a latency: {p}"
+        );
+    }
 
     let found = findings_of(&intervals, "write_amplification", pid);
     assert!(
