@@ -5,7 +5,8 @@
 //!
 //! On kernels with BTF the raw tracepoint reads the call from the `kiocb` and `iov_iter`
 //! themselves (an aligned call costs two reads, no trace record), and names the file; the
-//! classic tracepoint is the fallback.
+//! classic tracepoint is the fallback. The raw tracepoint also notes when every call began,
+//! for its latency (`throttle.rs`).
 
 use aya_ebpf::{
     Global,
@@ -25,6 +26,7 @@ use crate::{
     block::{EVENTS, bump, submit},
     fields::Window,
     file::{self, read},
+    throttle,
 };
 
 #[unsafe(no_mangle)]
@@ -132,6 +134,12 @@ pub fn raw_dio_begin(ctx: RawTracePointContext) -> i32 {
     let iocb: u64 = ctx.arg(0);
     let iter: u64 = ctx.arg(1);
     let o = RAW_DIO_OFFSETS.load();
+    // While call latency is measured (on demand), every call is noted, aligned or not.
+    if throttle::measuring()
+        && let Ok(file) = read::<u64>(iocb, o.iocb_filp)
+    {
+        throttle::call_begin(iocb, file);
+    }
     let (Ok(pos), Ok(count)) = (
         read::<u64>(iocb, o.iocb_pos),
         read::<u64>(iter, o.iter_count),
