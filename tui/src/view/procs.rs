@@ -134,6 +134,8 @@ pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
                 total: sum,
                 devices: Vec::new(),
                 recent_syncs: Vec::new(),
+                io_limits: None,
+                dirty_state: None,
             }
         })
         .collect();
