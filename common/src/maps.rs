@@ -89,7 +89,7 @@ mod pod {
     unsafe impl aya::Pod for crate::blame::Dirtier {}
     unsafe impl aya::Pod for crate::throttle::CallKey {}
     unsafe impl aya::Pod for crate::throttle::CallTotals {}
-    unsafe impl aya::Pod for crate::throttle::CallStart {}
+    unsafe impl aya::Pod for crate::throttle::CallSlot {}
     unsafe impl aya::Pod for crate::throttle::DirtyTotals {}
     unsafe impl aya::Pod for crate::throttle::DirtyOffsets {}
 }

@@ -4,8 +4,8 @@
 //!
 //! Both are aggregated in the kernel, per process, in bounded LRU per-CPU hashes that user
 //! space reads every interval (cumulative; user space takes differences). Nothing is streamed
-//! per call, but timing a call still costs a hash insert, a lookup and delete and an LRU update
-//! (~500 ns of BPF time per call, measured): it runs on demand ([`CALL_LATENCY_ON`]).
+//! per call, but timing a call still costs a slot in a set-associative array at its start
+//! and an LRU update at its end: it runs on demand ([`CALL_LATENCY_ON`]).
 //!
 //! blk-throttle (cgroup v1 `blkio.throttle.*`, v2 `io.max`), iocost and a full request queue
 //! hold a bio *before* a request exists, so request latency (and iostat's await) never shows
@@ -95,30 +95,45 @@ impl CallTotals {
 
 const _: () = assert!(core::mem::size_of::<CallTotals>() == 16 + 4 * CALL_SLOTS);
 
-/// A direct I/O call in progress: the value of [`DIO_CALLS_IN_FLIGHT`] (keyed by the
-/// `struct kiocb *`). Completions run in interrupt or worker context, so who made the call is
-/// kept here.
+/// A direct I/O call in progress: one slot of [`DIO_CALLS_IN_FLIGHT`], a 4-way
+/// set-associative array keyed by the call's `struct kiocb *` (`iocb`; 0: a free slot).
+/// Completions run in interrupt or worker context, so who made the call is kept here; the
+/// filesystem is read from the kiocb at completion.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct CallStart {
+pub struct CallSlot {
+    pub iocb: u64,
     pub start_ns: u64,
-    pub key: CallKey,
+    pub tgid: u32,
+    pub _pad: u32,
 }
 
-/// Hash: `struct kiocb *` -> [`CallStart`]. A call that never completes through
-/// `iomap_dio_complete` (an early error, `-EAGAIN` of a `NOWAIT` attempt retried later) is
-/// replaced by the next call on the same kiocb, or removed by user space once older than
+/// Array of [`CallSlot`]s. A call that never completes through `iomap_dio_complete` (an early
+/// error, `-EAGAIN` of a `NOWAIT` attempt retried later) keeps its slot until its kiocb is
+/// reused or its set fills up (then the set's first slot is taken over); user space clears
+/// the table when measuring is switched off, and the completion ignores a call older than
 /// [`CALL_STALE_NS`].
 pub const DIO_CALLS_IN_FLIGHT: &str = "DIO_CALLS_IN_FLIGHT";
 /// A call in flight for longer than this never completed where the probes can see it.
 pub const CALL_STALE_NS: u64 = 60_000_000_000;
+/// Slots of [`DIO_CALLS_IN_FLIGHT`]: direct I/O calls in flight at once, all processes.
+pub const DIO_CALLS_IN_FLIGHT_SLOTS: u32 = 1 << 14;
+/// Slots per set (a power of two).
+pub const DIO_CALLS_IN_FLIGHT_WAYS: u32 = 4;
+
+/// The first slot of the set `iocb` lives in (the others follow it).
+#[inline(always)]
+#[must_use]
+pub const fn call_set(iocb: u64) -> u32 {
+    let mixed = iocb.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((mixed >> 40) as u32 & (DIO_CALLS_IN_FLIGHT_SLOTS - 1)) & !(DIO_CALLS_IN_FLIGHT_WAYS - 1)
+}
+
 /// LRU per-CPU hash: [`CallKey`] -> [`CallTotals`].
 pub const DIO_CALL_TOTALS: &str = "DIO_CALL_TOTALS";
 /// Entries of [`DIO_CALL_TOTALS`]: (process, filesystem) pairs doing direct I/O at once.
 pub const DIO_CALL_TOTALS_ENTRIES: u32 = 2_048;
-/// Entries of [`DIO_CALLS_IN_FLIGHT`]: direct I/O calls in flight at once, all processes.
-pub const DIO_CALLS_IN_FLIGHT_ENTRIES: u32 = 16_384;
 
 /// Per process: the pauses `balance_dirty_pages()` imposed on its writers (the
 /// `writeback:balance_dirty_pages` tracepoint, in the writer's context), cumulative, and the

@@ -39,6 +39,12 @@ static RAW_DIO_OFFSETS: Global<RawDioOffsets> = Global::new(RawDioOffsets::ZERO)
 #[map]
 static DIO_STREAM_ALIGN: Array<u64> = Array::with_max_entries(1, 0);
 
+/// The `struct file *` of a kiocb.
+#[inline(always)]
+pub fn iocb_file(iocb: u64) -> Result<u64, ()> {
+    read::<u64>(iocb, RAW_DIO_OFFSETS.load().iocb_filp)
+}
+
 /// Whether a call at `pos` of `count` bytes is aligned to what every filesystem and device
 /// in use works in (then it is not streamed).
 #[inline(always)]
@@ -135,10 +141,8 @@ pub fn raw_dio_begin(ctx: RawTracePointContext) -> i32 {
     let iter: u64 = ctx.arg(1);
     let o = RAW_DIO_OFFSETS.load();
     // While call latency is measured (on demand), every call is noted, aligned or not.
-    if throttle::measuring()
-        && let Ok(file) = read::<u64>(iocb, o.iocb_filp)
-    {
-        throttle::call_begin(iocb, file);
+    if throttle::measuring() {
+        throttle::call_begin(iocb);
     }
     let (Ok(pos), Ok(count)) = (
         read::<u64>(iocb, o.iocb_pos),

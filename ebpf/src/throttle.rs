@@ -14,29 +14,30 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint, tracepoint},
-    maps::{Array, HashMap, LruPerCpuHashMap, PerCpuArray},
+    maps::{Array, LruPerCpuHashMap, PerCpuArray},
     programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
     COMM_LEN,
     throttle::{
-        CALL_SLOTS, CallKey, CallStart, CallTotals, DIO_CALL_TOTALS_ENTRIES,
-        DIO_CALLS_IN_FLIGHT_ENTRIES, DIRTY_BDI_LEN, DIRTY_PAUSES_ENTRIES, DirtyOffsets,
-        DirtyTotals, call_slot,
+        CALL_SLOTS, CALL_STALE_NS, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS_ENTRIES,
+        DIO_CALLS_IN_FLIGHT_SLOTS, DIO_CALLS_IN_FLIGHT_WAYS, DIRTY_BDI_LEN, DIRTY_PAUSES_ENTRIES,
+        DirtyOffsets, DirtyTotals, call_set, call_slot,
     },
     tracepoint::ABSENT,
 };
 
-use crate::file;
+use crate::{dio, file};
 
 /// 1 when `iomap_dio_complete` is attached (set by the loader): otherwise the begin probe
 /// notes nothing, since no completion would ever take it.
 #[unsafe(no_mangle)]
 static DIO_CALL_LATENCY: Global<u8> = Global::new(0);
 
-/// The switch user space turns (one entry, non-zero: measuring). Call latency costs two map
-/// updates per direct I/O call, so it is measured on demand (`IOTOP_BPF_CALL_LATENCY`);
-/// while off, each probe returns after this one array lookup.
+/// The switch user space turns (one entry, non-zero: measuring). Call latency costs ~300 ns
+/// per direct I/O call (an array slot at the start, an LRU update at the end), so it is
+/// measured on demand (`IOTOP_BPF_CALL_LATENCY`); while off, each probe returns after this
+/// one array lookup.
 #[map]
 static CALL_LATENCY_ON: Array<u32> = Array::with_max_entries(1, 0);
 
@@ -49,13 +50,12 @@ pub fn measuring() -> bool {
 #[unsafe(no_mangle)]
 static DIRTY_OFFSETS: Global<DirtyOffsets> = Global::new(DirtyOffsets::ABSENT);
 
-/// A plain hash, not an LRU one: an LRU update costs ~100 ns more per call (measured). Calls
-/// that never complete through `iomap_dio_complete` are replaced when their kiocb is reused
-/// (a thread's stack, a recycled aio or io_uring request), and user space removes what is
-/// left after `CALL_STALE_NS`.
+/// Calls in flight: a 4-way set-associative array keyed by the `struct kiocb *`, like the
+/// requests' (`inflight.rs`): a BPF hash map insert and delete took ~150 ns each here (bucket
+/// lock, free list), an array slot is claimed in one pass without a helper call. A call whose
+/// completion is never seen keeps its slot until its kiocb is reused or its set fills up.
 #[map]
-static DIO_CALLS_IN_FLIGHT: HashMap<u64, CallStart> =
-    HashMap::with_max_entries(DIO_CALLS_IN_FLIGHT_ENTRIES, 0);
+static DIO_CALLS_IN_FLIGHT: Array<CallSlot> = Array::with_max_entries(DIO_CALLS_IN_FLIGHT_SLOTS, 0);
 
 #[map]
 static DIO_CALL_TOTALS: LruPerCpuHashMap<CallKey, CallTotals> =
@@ -69,40 +69,80 @@ static ZERO_CALL_TOTALS: PerCpuArray<CallTotals> = PerCpuArray::with_max_entries
 static DIRTY_PAUSES: LruPerCpuHashMap<u32, DirtyTotals> =
     LruPerCpuHashMap::with_max_entries(DIRTY_PAUSES_ENTRIES, 0);
 
-/// A direct I/O call on `iocb` (its `struct file *` is `file`) begins in the current task.
+/// A direct I/O call on `iocb` begins in the current task: its slot is the one already
+/// holding `iocb` (a call that never completed here), else the set's first free one, else
+/// the set's first (taken over).
 #[inline(always)]
-pub fn call_begin(iocb: u64, file: u64) {
-    let Ok(fs_dev) = file::fs_dev_of(file) else {
+pub fn call_begin(iocb: u64) {
+    let set = call_set(iocb);
+    let mut claimed = None;
+    for way in 0..DIO_CALLS_IN_FLIGHT_WAYS {
+        let Some(slot) = DIO_CALLS_IN_FLIGHT.get_ptr_mut(set + way) else {
+            return;
+        };
+        // SAFETY: a valid map value. Two calls of one set starting at the same instant on two
+        // CPUs may race for a slot: the loser's completion then finds nothing (not counted).
+        let stored = unsafe { (*slot).iocb };
+        if stored == iocb {
+            claimed = Some(slot);
+            break;
+        }
+        if stored == 0 && claimed.is_none() {
+            claimed = Some(slot);
+        }
+    }
+    let Some(slot) = claimed.or_else(|| DIO_CALLS_IN_FLIGHT.get_ptr_mut(set)) else {
         return;
     };
-    let start = CallStart {
-        // SAFETY: a helper without preconditions.
-        start_ns: unsafe { bpf_ktime_get_ns() },
-        key: CallKey {
-            tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
-            fs_dev,
-        },
-    };
-    // A kiocb still listed is a call that never completed here (an early error): replaced.
-    let _ = DIO_CALLS_IN_FLIGHT.insert(&iocb, &start, 0);
+    // SAFETY: a valid map value; the key goes last, so a completion never pairs it with an
+    // older value.
+    unsafe {
+        (*slot).start_ns = bpf_ktime_get_ns();
+        (*slot).tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        (*slot).iocb = iocb;
+    }
 }
 
-/// `iomap_dio_complete(struct kiocb *iocb, int error, ssize_t ret)`: the call is over.
+/// The slot of the call on `iocb`, if it began while measuring.
+#[inline(always)]
+fn call_find(iocb: u64) -> Option<*mut CallSlot> {
+    let set = call_set(iocb);
+    for way in 0..DIO_CALLS_IN_FLIGHT_WAYS {
+        let slot = DIO_CALLS_IN_FLIGHT.get_ptr_mut(set + way)?;
+        // SAFETY: a valid map value.
+        if unsafe { (*slot).iocb } == iocb {
+            return Some(slot);
+        }
+    }
+    None
+}
+
+/// `iomap_dio_complete(struct kiocb *iocb, int error, ssize_t ret)`: the call is over. Its
+/// filesystem is read from the kiocb now (the file stays referenced until the call ends).
 #[raw_tracepoint(tracepoint = "iomap_dio_complete")]
 pub fn raw_dio_complete(ctx: RawTracePointContext) -> i32 {
-    // Switched off: a call noted before stays in flight until user space sweeps it.
+    // Switched off: a call noted before keeps its slot (user space clears the table).
     if !measuring() {
         return 0;
     }
     let iocb: u64 = ctx.arg(0);
-    // SAFETY: the value is copied out at once.
-    let Some(start) = (unsafe { DIO_CALLS_IN_FLIGHT.get(&iocb) }).copied() else {
+    let Some(slot) = call_find(iocb) else {
         return 0;
     };
-    let _ = DIO_CALLS_IN_FLIGHT.remove(&iocb);
+    // SAFETY: a valid map value, copied out.
+    let (start_ns, tgid) = unsafe { ((*slot).start_ns, (*slot).tgid) };
+    // SAFETY: a valid map value; `iocb == 0` marks it free.
+    unsafe { (*slot).iocb = 0 };
     // SAFETY: a helper without preconditions.
-    let latency_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
-    let totals = match DIO_CALL_TOTALS.get_ptr_mut(&start.key) {
+    let latency_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(start_ns);
+    if latency_ns > CALL_STALE_NS {
+        return 0;
+    }
+    let Ok(fs_dev) = dio::iocb_file(iocb).and_then(file::fs_dev_of) else {
+        return 0;
+    };
+    let key = CallKey { tgid, fs_dev };
+    let totals = match DIO_CALL_TOTALS.get_ptr_mut(&key) {
         Some(totals) => totals,
         None => {
             let Some(zero) = ZERO_CALL_TOTALS.get_ptr(0) else {
@@ -110,8 +150,8 @@ pub fn raw_dio_complete(ctx: RawTracePointContext) -> i32 {
             };
             // SAFETY: `zero` points at a map value of the right type; insert copies it. Only
             // if absent: another CPU may have created it since the lookup.
-            let _ = DIO_CALL_TOTALS.insert(&start.key, unsafe { &*zero }, u64::from(BPF_NOEXIST));
-            let Some(totals) = DIO_CALL_TOTALS.get_ptr_mut(&start.key) else {
+            let _ = DIO_CALL_TOTALS.insert(&key, unsafe { &*zero }, u64::from(BPF_NOEXIST));
+            let Some(totals) = DIO_CALL_TOTALS.get_ptr_mut(&key) else {
                 return 0;
             };
             totals

@@ -24,7 +24,7 @@ use iotop_bpf_common::maps::{
 };
 use iotop_bpf_common::{
     dstate::Episode,
-    throttle::{CALL_STALE_NS, CallKey, CallStart, CallTotals, DirtyTotals},
+    throttle::{CallKey, CallSlot, CallTotals, DirtyTotals},
 };
 use tokio::io::unix::AsyncFd;
 
@@ -375,8 +375,8 @@ impl LiveFeed {
 
 /// Distinct cgroups collected per interval at most (a host runs a few hundred).
 const MAX_CGROUPS_PER_INTERVAL: usize = 4096;
-/// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs two map
-/// updates per direct I/O call on an iomap filesystem (~500 ns; README, Overhead), so by
+/// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs ~300 ns of
+/// BPF time per direct I/O call on an iomap filesystem (README, Overhead), so by
 /// default (`auto`) only while some cgroup I/O control (blk-throttle, io.max, io.latency,
 /// iocost) is configured on the host, looked for every [`CONTROL_SCAN_EVERY_NS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -487,14 +487,10 @@ struct ThrottleWatch {
     seen_calls: std::collections::HashMap<CallKey, u64>,
     seen_pauses: std::collections::HashMap<u32, u64>,
     cgroups: io_controls::CgroupBook,
-    /// Calls in progress in the kernel, swept of those that never completed.
-    in_flight: Option<HashMap<MapData, u64, CallStart>>,
-    last_sweep_ns: u64,
+    /// Calls in progress in the kernel, cleared when measuring is switched off.
+    in_flight: Option<aya::maps::Array<MapData, CallSlot>>,
     switch: CallLatencySwitch,
 }
-
-/// How often calls in flight are checked for stale ones.
-const SWEEP_EVERY_NS: u64 = 30_000_000_000;
 
 type ThrottleSample = (
     Vec<DioCallTotals>,
@@ -513,10 +509,10 @@ impl ThrottleWatch {
         now_ns: u64,
     ) -> ThrottleSample {
         if self.switch.update(now_ns) {
-            // Switched off: calls noted before would never be taken.
-            self.sweep_all();
+            // Switched off: a call noted before must not pair with a completion seen after
+            // measuring is switched on again (its kiocb reused by a call not noted).
+            self.clear_in_flight();
         }
-        self.sweep(now_ns);
         let mut moved = std::collections::BTreeSet::new();
         let mut gone = Vec::new();
         let mut dio_calls = Vec::new();
@@ -608,34 +604,20 @@ impl ThrottleWatch {
         self.switch.on
     }
 
-    fn sweep_all(&mut self) {
+    fn clear_in_flight(&mut self) {
         let Some(in_flight) = &mut self.in_flight else {
             return;
         };
-        let keys: Vec<u64> = in_flight.keys().filter_map(Result::ok).collect();
-        for iocb in keys {
-            let _ = in_flight.remove(&iocb);
-        }
-    }
-
-    /// Removes calls in flight for longer than [`CALL_STALE_NS`]: they ended without
-    /// `iomap_dio_complete` (an early error) and their kiocb was not reused since.
-    fn sweep(&mut self, now_ns: u64) {
-        if now_ns.saturating_sub(self.last_sweep_ns) < SWEEP_EVERY_NS {
-            return;
-        }
-        self.last_sweep_ns = now_ns;
-        let Some(in_flight) = &mut self.in_flight else {
-            return;
+        let free = CallSlot {
+            iocb: 0,
+            start_ns: 0,
+            tgid: 0,
+            _pad: 0,
         };
-        let stale: Vec<u64> = in_flight
-            .iter()
-            .filter_map(Result::ok)
-            .filter(|(_, call)| now_ns.saturating_sub(call.start_ns) > CALL_STALE_NS)
-            .map(|(iocb, _)| iocb)
-            .collect();
-        for iocb in stale {
-            let _ = in_flight.remove(&iocb);
+        for index in 0..in_flight.len() {
+            if in_flight.get(&index, 0).is_ok_and(|slot| slot.iocb != 0) {
+                let _ = in_flight.set(index, free, 0);
+            }
         }
     }
 }

@@ -30,7 +30,7 @@ use iotop_bpf_common::{
     rwbs::RWBS_READ_LEN,
     sync::{FileOffsets, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS},
     throttle::{
-        CALL_LATENCY_ON, CallKey, CallStart, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT,
+        CALL_LATENCY_ON, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT,
         DIRTY_PAUSES, DirtyOffsets, DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
     },
     tracepoint::{
@@ -93,8 +93,9 @@ pub struct ProbeMaps {
     pub dio_stream_align: Array<MapData, u64>,
     /// (tgid, filesystem) -> what its direct I/O calls took, cumulative.
     pub dio_calls: PerCpuHashMap<MapData, CallKey, CallTotals>,
-    /// `struct kiocb *` -> direct I/O call in progress (stale ones are swept by the feed).
-    pub dio_calls_in_flight: HashMap<MapData, u64, CallStart>,
+    /// Direct I/O calls in progress (a set-associative array; cleared by the feed when
+    /// measuring is switched off).
+    pub dio_calls_in_flight: Array<MapData, CallSlot>,
     /// tgid -> its pauses in balance_dirty_pages, cumulative.
     pub dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
     /// The on/off switch of direct I/O call latency (one entry).
@@ -439,7 +440,7 @@ impl Probes {
                 .context("map DIO_STREAM_ALIGN")?,
             dio_calls: PerCpuHashMap::try_from(take(DIO_CALL_TOTALS)?)
                 .context("map DIO_CALL_TOTALS")?,
-            dio_calls_in_flight: HashMap::try_from(take(DIO_CALLS_IN_FLIGHT)?)
+            dio_calls_in_flight: Array::try_from(take(DIO_CALLS_IN_FLIGHT)?)
                 .context("map DIO_CALLS_IN_FLIGHT")?,
             dirty_pauses: PerCpuHashMap::try_from(take(DIRTY_PAUSES)?)
                 .context("map DIRTY_PAUSES")?,
