@@ -18,6 +18,7 @@ pub mod maps;
 pub mod process;
 pub mod rwbs;
 pub mod sync;
+pub mod throttle;
 pub mod tracepoint;
 
 pub use abi::*;

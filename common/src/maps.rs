@@ -87,4 +87,9 @@ mod pod {
     unsafe impl aya::Pod for crate::dio::RawDioOffsets {}
     unsafe impl aya::Pod for crate::blame::BlameOffsets {}
     unsafe impl aya::Pod for crate::blame::Dirtier {}
+    unsafe impl aya::Pod for crate::throttle::CallKey {}
+    unsafe impl aya::Pod for crate::throttle::CallTotals {}
+    unsafe impl aya::Pod for crate::throttle::CallSlot {}
+    unsafe impl aya::Pod for crate::throttle::DirtyTotals {}
+    unsafe impl aya::Pod for crate::throttle::DirtyOffsets {}
 }

@@ -5,7 +5,8 @@
 //!
 //! On kernels with BTF the raw tracepoint reads the call from the `kiocb` and `iov_iter`
 //! themselves (an aligned call costs two reads, no trace record), and names the file; the
-//! classic tracepoint is the fallback.
+//! classic tracepoint is the fallback. The raw tracepoint also notes when every call began,
+//! for its latency (`throttle.rs`).
 
 use aya_ebpf::{
     Global,
@@ -25,6 +26,7 @@ use crate::{
     block::{EVENTS, bump, submit},
     fields::Window,
     file::{self, read},
+    throttle,
 };
 
 #[unsafe(no_mangle)]
@@ -36,6 +38,12 @@ static RAW_DIO_OFFSETS: Global<RawDioOffsets> = Global::new(RawDioOffsets::ZERO)
 /// One power of two: the alignment below which calls are streamed.
 #[map]
 static DIO_STREAM_ALIGN: Array<u64> = Array::with_max_entries(1, 0);
+
+/// The `struct file *` of a kiocb.
+#[inline(always)]
+pub fn iocb_file(iocb: u64) -> Result<u64, ()> {
+    read::<u64>(iocb, RAW_DIO_OFFSETS.load().iocb_filp)
+}
 
 /// Whether a call at `pos` of `count` bytes is aligned to what every filesystem and device
 /// in use works in (then it is not streamed).
@@ -132,6 +140,10 @@ pub fn raw_dio_begin(ctx: RawTracePointContext) -> i32 {
     let iocb: u64 = ctx.arg(0);
     let iter: u64 = ctx.arg(1);
     let o = RAW_DIO_OFFSETS.load();
+    // While call latency is measured (on demand), every call is noted, aligned or not.
+    if throttle::measuring() {
+        throttle::call_begin(iocb);
+    }
     let (Ok(pos), Ok(count)) = (
         read::<u64>(iocb, o.iocb_pos),
         read::<u64>(iter, o.iter_count),

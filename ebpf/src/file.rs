@@ -83,6 +83,16 @@ pub fn of_file(file: u64, size_offset: Option<u32>) -> Result<FileIdentity, ()> 
     Ok(id)
 }
 
+/// The device of the filesystem the `struct file` at `file` is on (three reads).
+#[inline(always)]
+pub fn fs_dev_of(file: u64) -> Result<u32, ()> {
+    let o = FILE_OFFSETS.load();
+    if o.file_inode == 0 {
+        return Err(());
+    }
+    read(read(read(file, o.file_inode)?, o.inode_sb)?, o.sb_dev)
+}
+
 /// The current task's file `fd`.
 #[inline(always)]
 pub fn of_fd(fd: i32) -> Result<FileIdentity, ()> {

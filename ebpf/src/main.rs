@@ -22,6 +22,7 @@ mod inflight;
 mod raw;
 mod sched;
 mod sync;
+mod throttle;
 
 #[cfg(not(test))]
 #[panic_handler]

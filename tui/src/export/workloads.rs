@@ -309,6 +309,8 @@ mod tests {
             total: ProcFigures::default(),
             devices: Vec::new(),
             recent_syncs: Vec::new(),
+            io_limits: None,
+            dirty_state: None,
         }
     }
 

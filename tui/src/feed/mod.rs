@@ -5,6 +5,7 @@
 
 mod cgroups;
 pub mod host;
+mod io_controls;
 mod kallsyms;
 mod mounts;
 mod procfs;
@@ -17,10 +18,13 @@ use std::{io, os::fd::AsRawFd as _};
 
 use anyhow::{Context as _, Result};
 use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
-use iotop_bpf_common::dstate::Episode;
 use iotop_bpf_common::maps::{
     COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
     COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
+};
+use iotop_bpf_common::{
+    dstate::Episode,
+    throttle::{CallKey, CallSlot, CallTotals, DirtyTotals},
 };
 use tokio::io::unix::AsyncFd;
 
@@ -29,8 +33,8 @@ pub use self::sysfs::{block_device_names, diskstats};
 use crate::{
     decode::decode,
     model::{
-        CgroupInfo, Comm, DStateNow, Dev, DiskTotals, FileRef, Input, KernelCounters, KernelSample,
-        SampleKind,
+        CgroupInfo, Comm, DStateNow, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings,
+        DiskTotals, FileRef, Input, IoLimits, KernelCounters, KernelSample, SampleKind,
     },
     probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
 };
@@ -71,6 +75,10 @@ pub struct LiveFeed {
     exited: Vec<u32>,
     self_cost: self_cost::SelfCostMeter,
     dio_stream_align: aya::maps::Array<MapData, u64>,
+    dio_calls: PerCpuHashMap<MapData, CallKey, CallTotals>,
+    dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
+    /// The wait before the request: who had calls or pauses, and their cgroups.
+    throttle: ThrottleWatch,
     started_ns: u64,
     report: ProbeReport,
     // Last, so the maps above are closed before the programs are detached.
@@ -90,6 +98,10 @@ impl LiveFeed {
             stacks,
             dstate_time,
             dio_stream_align,
+            dio_calls,
+            dio_calls_in_flight,
+            dirty_pauses,
+            call_latency_on,
         } = probes.take_maps()?;
         let kallsyms = Kallsyms::load_in_background();
         let mut report = probes.report.clone();
@@ -126,6 +138,17 @@ impl LiveFeed {
             exited: Vec::new(),
             self_cost: self_cost::SelfCostMeter::default(),
             dio_stream_align,
+            dio_calls,
+            dirty_pauses,
+            throttle: ThrottleWatch {
+                in_flight: Some(dio_calls_in_flight),
+                switch: CallLatencySwitch::new(
+                    call_latency_on,
+                    CallLatencyMode::from_env(),
+                    report.call_latency,
+                ),
+                ..ThrottleWatch::default()
+            },
             started_ns: monotonic_ns(),
             report,
             probes,
@@ -243,9 +266,17 @@ impl LiveFeed {
             .filter_map(Result::ok)
             .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
             .collect();
+        let (dio_calls, dirty_pauses, dirty_settings, io_limits) = self.throttle.sample(
+            &mut self.dio_calls,
+            &self.dirty_pauses,
+            &mut self.block_sizes,
+            &self.exited,
+            now_ns,
+        );
         for tgid in self.exited.drain(..) {
             let _ = self.logical_writes.remove(&tgid);
             let _ = self.dstate_time.remove(&tgid);
+            let _ = self.dirty_pauses.remove(&tgid);
         }
         let dstate_now = self.dstate_now(now_ns);
         let names = block_device_names();
@@ -266,6 +297,11 @@ impl LiveFeed {
             page_size: u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0),
             self_cost: self.self_cost.sample(&self.probes),
             host,
+            dio_calls,
+            dirty_pauses,
+            dirty_settings,
+            io_limits,
+            call_latency_on: self.throttle.measuring(),
         }
     }
 
@@ -339,6 +375,267 @@ impl LiveFeed {
 
 /// Distinct cgroups collected per interval at most (a host runs a few hundred).
 const MAX_CGROUPS_PER_INTERVAL: usize = 4096;
+/// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs ~300 ns of
+/// BPF time per direct I/O call on an iomap filesystem (README, Overhead), so by
+/// default (`auto`) only while some cgroup I/O control (blk-throttle, io.max, io.latency,
+/// iocost) is configured on the host, looked for every [`CONTROL_SCAN_EVERY_NS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallLatencyMode {
+    Auto,
+    On,
+    Off,
+}
+
+impl CallLatencyMode {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim() {
+            "" | "auto" => Some(Self::Auto),
+            "on" | "1" => Some(Self::On),
+            "off" | "0" => Some(Self::Off),
+            _ => None,
+        }
+    }
+
+    fn from_env() -> Self {
+        std::env::var("IOTOP_BPF_CALL_LATENCY")
+            .ok()
+            .and_then(|v| Self::parse(&v))
+            .unwrap_or(Self::Auto)
+    }
+}
+
+/// How often `auto` looks for cgroup I/O controls.
+const CONTROL_SCAN_EVERY_NS: u64 = 2_000_000_000;
+
+/// The kernel's on/off switch of call latency, turned by [`CallLatencyMode`].
+struct CallLatencySwitch {
+    map: Option<aya::maps::Array<MapData, u32>>,
+    mode: CallLatencyMode,
+    /// Both probes are attached.
+    available: bool,
+    on: bool,
+    /// When `auto` last looked (None: never).
+    scanned_ns: Option<u64>,
+    mounts: Option<io_controls::CgroupMounts>,
+}
+
+impl Default for CallLatencySwitch {
+    fn default() -> Self {
+        Self {
+            map: None,
+            mode: CallLatencyMode::Off,
+            available: false,
+            on: false,
+            scanned_ns: None,
+            mounts: None,
+        }
+    }
+}
+
+impl CallLatencySwitch {
+    fn new(map: aya::maps::Array<MapData, u32>, mode: CallLatencyMode, available: bool) -> Self {
+        let mut switch = Self {
+            map: Some(map),
+            mode,
+            available,
+            ..Self::default()
+        };
+        switch.update(monotonic_ns());
+        switch
+    }
+
+    /// Turns the switch as the mode says; returns whether it went from on to off.
+    fn update(&mut self, now_ns: u64) -> bool {
+        if !self.available {
+            return false;
+        }
+        let want = match self.mode {
+            CallLatencyMode::On => true,
+            CallLatencyMode::Off => false,
+            CallLatencyMode::Auto => {
+                if self
+                    .scanned_ns
+                    .is_some_and(|at| now_ns.saturating_sub(at) < CONTROL_SCAN_EVERY_NS)
+                {
+                    return false;
+                }
+                self.scanned_ns = Some(now_ns);
+                let mounts = self.mounts.get_or_insert_with(io_controls::host_mounts);
+                io_controls::any_io_control(mounts)
+            }
+        };
+        if want == self.on {
+            return false;
+        }
+        if let Some(map) = &mut self.map
+            && map.set(0, u32::from(want), 0).is_ok()
+        {
+            self.on = want;
+            return !want;
+        }
+        false
+    }
+}
+
+/// Reads the kernel's per-process call-latency and dirty-pause aggregates, and annotates the
+/// processes whose figures moved with their cgroup's I/O limits.
+#[derive(Default)]
+struct ThrottleWatch {
+    /// Calls (per process and filesystem) and pauses (per process) at the previous sample:
+    /// a process whose figures moved is annotated. Bounded by the kernel maps' sizes; entries
+    /// of exited processes go with them.
+    seen_calls: std::collections::HashMap<CallKey, u64>,
+    seen_pauses: std::collections::HashMap<u32, u64>,
+    cgroups: io_controls::CgroupBook,
+    /// Calls in progress in the kernel, cleared when measuring is switched off.
+    in_flight: Option<aya::maps::Array<MapData, CallSlot>>,
+    switch: CallLatencySwitch,
+}
+
+type ThrottleSample = (
+    Vec<DioCallTotals>,
+    Vec<DirtyPauseTotals>,
+    Option<DirtySettings>,
+    Vec<IoLimits>,
+);
+
+impl ThrottleWatch {
+    fn sample(
+        &mut self,
+        calls: &mut PerCpuHashMap<MapData, CallKey, CallTotals>,
+        pauses: &PerCpuHashMap<MapData, u32, DirtyTotals>,
+        block_sizes: &mut mounts::BlockSizes,
+        exited: &[u32],
+        now_ns: u64,
+    ) -> ThrottleSample {
+        if self.switch.update(now_ns) {
+            // Switched off: a call noted before must not pair with a completion seen after
+            // measuring is switched on again (its kiocb reused by a call not noted).
+            self.clear_in_flight();
+        }
+        let mut moved = std::collections::BTreeSet::new();
+        let mut gone = Vec::new();
+        let mut dio_calls = Vec::new();
+        for (key, per_cpu) in calls.iter().filter_map(Result::ok) {
+            if exited.contains(&key.tgid) {
+                gone.push(key);
+            }
+            let fs_dev = Dev::from_kernel(key.fs_dev);
+            let mut totals = DioCallTotals {
+                tgid: key.tgid,
+                comm: String::new(),
+                fs_dev,
+                disk: block_sizes.disk(fs_dev).disk,
+                calls: 0,
+                sum_ns: 0,
+                slots: vec![0; iotop_bpf_common::throttle::CALL_SLOTS],
+            };
+            for cpu in per_cpu.iter() {
+                totals.calls += cpu.calls;
+                totals.sum_ns += cpu.sum_ns;
+                for (sum, n) in totals.slots.iter_mut().zip(cpu.slots) {
+                    *sum = sum.wrapping_add(n);
+                }
+            }
+            // Trailing empty slots are left out (a recording keeps every sample).
+            let used = totals
+                .slots
+                .iter()
+                .rposition(|&n| n != 0)
+                .map_or(0, |i| i + 1);
+            totals.slots.truncate(used);
+            if self.seen_calls.insert(key, totals.calls) != Some(totals.calls) {
+                moved.insert(key.tgid);
+            }
+            dio_calls.push(totals);
+        }
+        let mut dirty_pauses = Vec::new();
+        for (tgid, per_cpu) in pauses.iter().filter_map(Result::ok) {
+            let mut totals = DirtyPauseTotals {
+                tgid,
+                ..DirtyPauseTotals::default()
+            };
+            let mut last_ns = 0;
+            for cpu in per_cpu.iter() {
+                totals.pauses += cpu.pauses;
+                totals.pause_ms += cpu.pause_ms;
+                if cpu.pauses > 0 && cpu.last_ns >= last_ns {
+                    last_ns = cpu.last_ns;
+                    totals.comm = Comm::text(&cpu.comm);
+                    totals.bdi = Comm::text(&cpu.bdi);
+                    totals.limit_pages = cpu.limit_pages;
+                    totals.dirty_pages = cpu.dirty_pages;
+                    totals.wb_dirty_pages = cpu.wb_dirty_pages;
+                }
+            }
+            if self.seen_pauses.insert(tgid, totals.pauses) != Some(totals.pauses) {
+                moved.insert(tgid);
+            }
+            dirty_pauses.push(totals);
+        }
+        let mut io_limits = Vec::new();
+        for &tgid in &moved {
+            if let Some((comm, limits)) = self.cgroups.of(tgid, now_ns) {
+                for totals in dio_calls.iter_mut().filter(|t| t.tgid == tgid) {
+                    totals.comm.clone_from(&comm);
+                }
+                io_limits.push(limits);
+            }
+        }
+        let dirty_settings = dirty_pauses
+            .iter()
+            .any(|p| moved.contains(&p.tgid))
+            .then(read_dirty_settings);
+        for key in gone {
+            let _ = calls.remove(&key);
+            self.seen_calls.remove(&key);
+        }
+        for tgid in exited {
+            self.seen_pauses.remove(tgid);
+            self.cgroups.forget(*tgid);
+        }
+        (dio_calls, dirty_pauses, dirty_settings, io_limits)
+    }
+}
+
+impl ThrottleWatch {
+    /// Whether direct I/O call latency is being measured now.
+    fn measuring(&self) -> bool {
+        self.switch.on
+    }
+
+    fn clear_in_flight(&mut self) {
+        let Some(in_flight) = &mut self.in_flight else {
+            return;
+        };
+        let free = CallSlot {
+            iocb: 0,
+            start_ns: 0,
+            tgid: 0,
+            _pad: 0,
+        };
+        for index in 0..in_flight.len() {
+            if in_flight.get(&index, 0).is_ok_and(|slot| slot.iocb != 0) {
+                let _ = in_flight.set(index, free, 0);
+            }
+        }
+    }
+}
+
+fn read_dirty_settings() -> DirtySettings {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/vm/{name}"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    DirtySettings {
+        dirty_bytes: read("dirty_bytes"),
+        dirty_ratio: read("dirty_ratio"),
+        background_bytes: read("dirty_background_bytes"),
+        background_ratio: read("dirty_background_ratio"),
+    }
+}
 
 /// An episode older than this whose thread is not in D is stale.
 const STALE_AFTER_NS: u64 = 1_000_000_000;

@@ -181,7 +181,7 @@ pub fn parse_mount_point(mountinfo: &str, dev: Dev) -> Option<String> {
     })
 }
 
-fn unescape(text: &str) -> String {
+pub(super) fn unescape(text: &str) -> String {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
     let mut i = 0;

@@ -198,7 +198,11 @@ impl ProcPoint {
 }
 
 fn active(f: &ProcFigures) -> bool {
-    f.ios() > 0 || f.sync.syncs > 0 || f.dstate_ns > 0 || f.sync.charged_write_bytes > 0
+    f.ios() > 0
+        || f.sync.syncs > 0
+        || f.dstate_ns > 0
+        || f.sync.charged_write_bytes > 0
+        || f.waited()
 }
 
 /// The processes worth remembering of an interval: the busiest by bytes, by time in sync
@@ -424,6 +428,7 @@ fn figures_heap(f: &ProcFigures) -> usize {
             .sum::<usize>()
         + f.dio.pads.len() * 16
         + f.dio.file.as_deref().map_or(0, str::len)
+        + f.waits.heap_bytes()
 }
 
 /// Bytes a snapshot holds, heap included (an estimate that errs high: it counts every
@@ -445,6 +450,17 @@ pub fn snapshot_bytes(snap: &Snapshot) -> usize {
                     .iter()
                     .map(|c| size_of_val(c) + c.file.len())
                     .sum::<usize>()
+                + p.io_limits.as_ref().map_or(0, |l| {
+                    size_of_val(&**l)
+                        + l.cgroup.len()
+                        + l.limits
+                            .iter()
+                            .map(|x| size_of_val(x) + x.file.len())
+                            .sum::<usize>()
+                })
+                + p.dirty_state
+                    .as_ref()
+                    .map_or(0, |d| size_of_val(&**d) + d.bdi.len())
         })
         .sum();
     let disks: usize = snap

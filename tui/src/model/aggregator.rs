@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use super::{
-    BlockIo, DStateEpisode, Dev, DioCall, Input, KernelCounters, KernelSample, SampleKind,
-    SelfCost, SyncCall,
+    BlockIo, DStateEpisode, Dev, DioCall, DirtySettings, Input, KernelCounters, KernelSample,
+    SampleKind, SelfCost, SyncCall,
     disks::DiskBook,
     dstate::DStateBook,
     findings::{self, FindingBook, Scene},
@@ -15,6 +15,7 @@ use super::{
     ledger::SyncLedger,
     procs::{ProcBook, Settings},
     snapshot::{EventStats, Snapshot},
+    throttle::ThrottleBook,
 };
 
 /// Cgroup names remembered; past it the table starts over (names come again with the
@@ -48,6 +49,10 @@ pub struct Aggregator {
     bpf_cpu_pct: Option<f64>,
     /// The kernel's cumulative logical write bytes per process at the previous sample.
     prev_logical: HashMap<u32, u64>,
+    /// Direct I/O call latency and dirty pauses at the previous sample.
+    throttle: ThrottleBook,
+    /// `vm.dirty_*` as last read.
+    dirty_settings: Option<DirtySettings>,
     received: u64,
     received_total: u64,
     bad: u64,
@@ -74,6 +79,8 @@ impl Aggregator {
             bpf_ns_per_io: None,
             bpf_cpu_pct: None,
             prev_logical: HashMap::new(),
+            throttle: ThrottleBook::default(),
+            dirty_settings: None,
             received: 0,
             received_total: 0,
             bad: 0,
@@ -134,6 +141,7 @@ impl Aggregator {
         self.prev_cost = sample.self_cost;
         self.prev_requests = requests(sample);
         self.prev_logical = sample.logical_writes.iter().copied().collect();
+        self.throttle.baseline(sample);
         self.dstate.interval_time(
             sample.now_ns,
             sample.now_ns,
@@ -155,6 +163,7 @@ impl Aggregator {
         }
         self.take_logical_writes(sample);
         self.take_dstate_time(sample);
+        self.take_throttling(sample);
         let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
         let elapsed_ns = sample.now_ns.saturating_sub(self.start_ns);
         self.last_tick_ns = sample.now_ns;
@@ -171,6 +180,12 @@ impl Aggregator {
                 .map_or_else(|| dev.to_string(), |n| (*n).to_string())
         };
         let disks = self.disks.close(sample, interval_ns, elapsed_ns, &name_of);
+        let disk_p99 = |dev: Dev| {
+            disks
+                .iter()
+                .find(|d| d.dev == dev && d.interval.latency.count > 0)
+                .map(|d| d.interval.latency.p99_ns)
+        };
         for cgroup in &sample.cgroups {
             if self.cgroups.len() >= MAX_CGROUPS && !self.cgroups.contains_key(&cgroup.id) {
                 self.cgroups.clear();
@@ -178,7 +193,9 @@ impl Aggregator {
             self.cgroups.insert(cgroup.id, cgroup.clone());
         }
         let cgroups = &self.cgroups;
-        let procs = self.procs.close(&name_of, &|id| cgroups.get(&id).cloned());
+        let procs = self
+            .procs
+            .close(&name_of, &|id| cgroups.get(&id).cloned(), &disk_p99);
         let dstate = self.dstate.tasks(sample.now_ns, &sample.dstate_now);
         let fresh = findings::detect(&Scene {
             now_ns: sample.now_ns,
@@ -188,6 +205,7 @@ impl Aggregator {
             disks: &disks,
             dstate: &dstate,
             page_size: sample.page_size,
+            dirty_settings: self.dirty_settings,
         });
         let findings = self.findings.update(sample.now_ns, fresh);
         let ledger = &self.ledger;
@@ -254,6 +272,7 @@ impl Aggregator {
             bpf_cpu_pct: self.bpf_cpu_pct,
             bpf_sampled: c.bpf_stats_sampled && !c.bpf_stats_on,
             cpu_pct,
+            call_latency_on: sample.call_latency_on,
         };
         self.prev_counters = sample.counters;
         self.prev_cost = sample.self_cost;
@@ -274,6 +293,23 @@ impl Aggregator {
             now.insert(tgid, total);
         }
         self.prev_logical = now;
+    }
+
+    /// Direct I/O calls and dirty pauses of this interval, and the cgroup limits the feed read.
+    fn take_throttling(&mut self, sample: &KernelSample) {
+        let (calls, pauses) = self.throttle.interval(sample);
+        for delta in &calls {
+            self.procs.calls(delta, sample.now_ns);
+        }
+        for delta in &pauses {
+            self.procs.pauses(delta, sample.now_ns);
+        }
+        for limits in &sample.io_limits {
+            self.procs.io_limits(limits);
+        }
+        if sample.dirty_settings.is_some() {
+            self.dirty_settings = sample.dirty_settings;
+        }
     }
 
     fn take_dstate_time(&mut self, sample: &KernelSample) {

@@ -165,6 +165,7 @@ pub fn demo_snapshot() -> Snapshot {
         page_size: 4096,
         self_cost: crate::model::SelfCost::default(),
         host: HostSample::default(),
+        ..KernelSample::default()
     };
     // The host: 2 CPUs, 7 s: 1400 jiffies, 56 of them in iowait (4%).
     let cpu = |busy, idle, iowait| CpuJiffies {
@@ -273,4 +274,95 @@ fn request(
         cgroup: if comm == "postgres" { 9001 } else { 0 },
         dirtier: None,
     }
+}
+
+/// A host with the wait before the request: fio's libaio writes to loop0 in a cgroup limited
+/// to 800 write IOPS (most calls as fast as their requests, one in forty held ~60 ms for the
+/// next slice), and dd paused by dirty throttling while the flusher writes back to loop0.
+pub fn throttled_snapshot() -> Snapshot {
+    use iotop_bpf_common::throttle::{CALL_SLOTS, call_slot};
+
+    use super::{DioCallTotals, DirtyPauseTotals, DirtySettings, IoLimit, IoLimits, LimitKind};
+
+    let loop0 = Dev::new(7, 0);
+    let mut events = Vec::new();
+    for i in 0..780 {
+        events.push(request(
+            4321,
+            "fio",
+            loop0,
+            Op::Write,
+            4096,
+            i,
+            5 * US,
+            50 * US,
+        ));
+    }
+    for i in 0..300 {
+        events.push(request(
+            66,
+            "kworker/u8:2",
+            loop0,
+            Op::Write,
+            131_072,
+            i,
+            10 * US,
+            900 * US,
+        ));
+    }
+    let mut slots = vec![0u32; CALL_SLOTS];
+    let mut sum_ns = 0;
+    for latency in std::iter::repeat_n(60 * US, 780).chain(std::iter::repeat_n(60 * MS, 20)) {
+        slots[call_slot(latency) as usize] += 1;
+        sum_ns += latency;
+    }
+    let mut model = Aggregator::new(Settings::default(), 0);
+    for e in &events {
+        model.apply(&Input::Block(*e));
+    }
+    model.tick(&KernelSample {
+        kind: SampleKind::Final,
+        now_ns: 1_000 * MS,
+        disks: disk_totals_of(&events),
+        names: vec![(loop0, "loop0".to_string())],
+        page_size: 4096,
+        dio_calls: vec![DioCallTotals {
+            tgid: 4321,
+            comm: "fio".into(),
+            fs_dev: loop0,
+            disk: loop0,
+            calls: 800,
+            sum_ns,
+            slots,
+        }],
+        dirty_pauses: vec![DirtyPauseTotals {
+            tgid: 5150,
+            comm: "dd".into(),
+            pauses: 38,
+            pause_ms: 760,
+            limit_pages: 2048,
+            dirty_pages: 2090,
+            wb_dirty_pages: 2040,
+            bdi: "7:0".into(),
+        }],
+        dirty_settings: Some(DirtySettings {
+            dirty_bytes: 8 << 20,
+            dirty_ratio: 0,
+            background_bytes: 4 << 20,
+            background_ratio: 0,
+        }),
+        io_limits: vec![IoLimits {
+            tgid: 4321,
+            cgroup: "blkio:/slow".into(),
+            limits: vec![IoLimit {
+                dev: loop0,
+                kind: LimitKind::WriteIops,
+                value: 800,
+                file: "/sys/fs/cgroup/blkio/slow/blkio.throttle.write_iops_device".into(),
+            }],
+            iocost: vec![],
+            iolatency: vec![],
+        }],
+        ..KernelSample::default()
+    })
 }

@@ -565,6 +565,24 @@ pub struct KernelSample {
     /// before it was sampled replay without it: every figure `None`).
     #[serde(default)]
     pub host: HostSample,
+    /// What each process's direct I/O calls took, per filesystem, cumulative (kernel
+    /// aggregate of `iomap_dio_rw_begin` -> `iomap_dio_complete`).
+    #[serde(default)]
+    pub dio_calls: Vec<DioCallTotals>,
+    /// The pauses dirty throttling imposed on each process's buffered writers, cumulative.
+    #[serde(default)]
+    pub dirty_pauses: Vec<DirtyPauseTotals>,
+    /// `vm.dirty_*`, read when a process was paused (else `None`).
+    #[serde(default)]
+    pub dirty_settings: Option<DirtySettings>,
+    /// The cgroup and I/O limits of processes with direct I/O calls or dirty pauses in the
+    /// interval (read by the feed from /proc and the cgroup filesystems).
+    #[serde(default)]
+    pub io_limits: Vec<IoLimits>,
+    /// Direct I/O call latency was being measured when the sample was taken (it is measured
+    /// on demand: `IOTOP_BPF_CALL_LATENCY`).
+    #[serde(default)]
+    pub call_latency_on: bool,
 }
 
 /// Host-wide figures for the header, raw as the kernel prints them: cumulative (CPU jiffies)
@@ -614,4 +632,92 @@ pub struct CpuJiffies {
     pub irq: u64,
     pub softirq: u64,
     pub steal: u64,
+}
+
+/// A process's direct I/O calls on one filesystem, cumulative since the probes were loaded.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DioCallTotals {
+    pub tgid: u32,
+    /// Its name from /proc (empty when it was gone before the feed looked).
+    pub comm: String,
+    pub fs_dev: Dev,
+    /// The whole disk below the filesystem (the device of its requests).
+    pub disk: Dev,
+    pub calls: u64,
+    /// Sum of the calls' latencies, ns.
+    pub sum_ns: u64,
+    /// Calls per quarter-octave slot (`iotop_bpf_common::throttle::call_slot`): wrapping
+    /// `u32` counters, so differences are taken with wrapping arithmetic.
+    pub slots: Vec<u32>,
+}
+
+/// A process's pauses in `balance_dirty_pages()`, cumulative, and the write-back state at its
+/// last pause.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DirtyPauseTotals {
+    pub tgid: u32,
+    pub comm: String,
+    pub pauses: u64,
+    pub pause_ms: u64,
+    /// The dirty limit it was held to, the dirty pages then, and those of the device being
+    /// written back, in pages.
+    pub limit_pages: u64,
+    pub dirty_pages: u64,
+    pub wb_dirty_pages: u64,
+    /// The backing device (`bdi`): `major:minor` for a block device.
+    pub bdi: String,
+}
+
+/// The write-back knobs (`/proc/sys/vm/dirty_*`): a `*_bytes` of 0 means the ratio applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DirtySettings {
+    pub dirty_bytes: u64,
+    pub dirty_ratio: u64,
+    pub background_bytes: u64,
+    pub background_ratio: u64,
+}
+
+/// What a cgroup I/O limit caps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    ReadBps,
+    WriteBps,
+    ReadIops,
+    WriteIops,
+}
+
+impl LimitKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ReadBps => "read_bps",
+            Self::WriteBps => "write_bps",
+            Self::ReadIops => "read_iops",
+            Self::WriteIops => "write_iops",
+        }
+    }
+}
+
+/// One blk-throttle limit on the way of a process's I/O: cgroup v1
+/// `blkio.throttle.<kind>_device` or a v2 `io.max` key, set in its cgroup or an ancestor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoLimit {
+    pub dev: Dev,
+    pub kind: LimitKind,
+    pub value: u64,
+    /// The file that sets it, e.g. `/sys/fs/cgroup/blkio/db/blkio.throttle.write_iops_device`.
+    pub file: String,
+}
+
+/// A process's cgroup and the I/O controls configured on its way.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IoLimits {
+    pub tgid: u32,
+    /// `blkio:/db` (its cgroup-v1 blkio group) or `/system.slice/db.service` (v2).
+    pub cgroup: String,
+    pub limits: Vec<IoLimit>,
+    /// Disks with iocost enabled (v2 `io.cost.qos` `enable=1`).
+    pub iocost: Vec<Dev>,
+    /// io.latency targets on its way: (disk, target in us).
+    pub iolatency: Vec<(Dev, u64)>,
 }

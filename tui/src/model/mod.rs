@@ -19,20 +19,22 @@ mod procs;
 pub mod quantity;
 mod snapshot;
 mod sync;
+pub mod throttle;
 
 pub use aggregator::Aggregator;
 pub use hist::{Histogram, Log2Hist, SizeHist};
 pub use input::{
-    BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, Dirtier,
-    DiskGeometry, DiskStat, DiskTotals, FileRef, HostSample, Input, KernelCounters, KernelSample,
-    LoadAvg, Op, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
+    BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, DioCallTotals,
+    Dirtier, DirtyPauseTotals, DirtySettings, DiskGeometry, DiskStat, DiskTotals, FileRef,
+    HostSample, Input, IoLimit, IoLimits, KernelCounters, KernelSample, LimitKind, LoadAvg, Op,
+    ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
 };
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;
 pub use snapshot::{
-    DStateEpisodeRow, DStateTask, DioFigures, DiskFigures, DiskRow, EventStats, HostFigures,
-    Latency, Party, ProcDeviceRow, ProcFigures, ProcRow, Snapshot, SyncCallRow, SyncFigures,
-    SyncPopulation, wait_site,
+    CallDisk, CallFigures, CallLatency, DStateEpisodeRow, DStateTask, DioFigures, DirtyFigures,
+    DiskFigures, DiskRow, EventStats, HostFigures, Latency, Party, ProcDeviceRow, ProcFigures,
+    ProcRow, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, WaitFigures, Waits, wait_site,
 };
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device

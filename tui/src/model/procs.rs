@@ -7,12 +7,16 @@ use std::collections::{BTreeMap, VecDeque};
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, CgroupInfo, Comm, Dev, DioCall, Op, SyncCall,
+    BlockIo, CgroupInfo, Comm, Dev, DioCall, IoLimits, Op, SyncCall,
     hist::Histogram,
     ledger::{Charge, SettledSync},
     patterns::{DioGeometry, PatternStats},
-    snapshot::{Latency, ProcDeviceRow, ProcFigures, ProcRow, SyncCallRow},
+    snapshot::{
+        CallDisk, CallFigures, CallLatency, DirtyFigures, Latency, ProcDeviceRow, ProcFigures,
+        ProcRow, SyncCallRow, Waits,
+    },
     sync::{Parties, SyncPeriod},
+    throttle::{CallDelta, CallHist, DirtyState, MIN_OWN_REQUESTS, PauseDelta},
 };
 
 /// Knobs of the model.
@@ -106,6 +110,9 @@ struct ProcPeriod {
     dstate_ns: u64,
     patterns: PatternStats,
     writeback: WritebackPeriod,
+    /// Direct I/O calls per disk (empty for a process without any).
+    calls: Vec<CallPeriod>,
+    dirty: DirtyFigures,
 }
 
 /// Write-back between dirtiers and flushers over a period: a flusher's request to write a
@@ -123,6 +130,17 @@ impl WritebackPeriod {
         self.written_by.merge(&other.written_by);
         self.wrote_for.merge(&other.wrote_for);
     }
+}
+
+/// A process's direct I/O calls on one disk over a period.
+#[derive(Clone, Debug, Default)]
+struct CallPeriod {
+    disk: Dev,
+    hist: CallHist,
+    /// Set when an interval closes (see [`ProcState::judge_calls`]); summed since start.
+    prequeue_ns: u64,
+    request_p99_ns: u64,
+    own_requests: bool,
 }
 
 impl ProcPeriod {
@@ -143,6 +161,52 @@ impl ProcPeriod {
         self.dstate_ns = self.dstate_ns.saturating_add(other.dstate_ns);
         self.patterns.merge(&other.patterns);
         self.writeback.merge(&other.writeback);
+        for call in &other.calls {
+            match self.calls.iter_mut().find(|c| c.disk == call.disk) {
+                Some(mine) => {
+                    mine.hist.merge(&call.hist);
+                    mine.prequeue_ns = mine.prequeue_ns.saturating_add(call.prequeue_ns);
+                    mine.request_p99_ns = call.request_p99_ns;
+                    mine.own_requests = call.own_requests;
+                }
+                None => self.calls.push(call.clone()),
+            }
+        }
+        self.dirty.pauses += other.dirty.pauses;
+        self.dirty.pause_ns = self.dirty.pause_ns.saturating_add(other.dirty.pause_ns);
+    }
+
+    fn call_figures(&self) -> CallFigures {
+        let mut all = CallHist::default();
+        let mut disks: Vec<CallDisk> = self
+            .calls
+            .iter()
+            .map(|c| {
+                all.merge(&c.hist);
+                CallDisk {
+                    disk: c.disk,
+                    latency: CallLatency::of(&c.hist),
+                    time_ns: c.hist.sum_ns,
+                    request_p99_ns: c.request_p99_ns,
+                    own_requests: c.own_requests,
+                    prequeue_ns: c.prequeue_ns,
+                }
+            })
+            .collect();
+        disks.sort_by(|a, b| {
+            b.latency
+                .count
+                .cmp(&a.latency.count)
+                .then(a.disk.cmp(&b.disk))
+        });
+        CallFigures {
+            latency: CallLatency::of(&all),
+            time_ns: all.sum_ns,
+            prequeue_ns: disks
+                .iter()
+                .fold(0u64, |sum, d| sum.saturating_add(d.prequeue_ns)),
+            disks,
+        }
     }
 
     fn figures(&self) -> ProcFigures {
@@ -170,6 +234,7 @@ impl ProcPeriod {
             written_back_by: self.writeback.written_by.figures(),
             wrote_back_bytes: self.writeback.wrote_for.total(),
             wrote_back_for: self.writeback.wrote_for.figures(),
+            waits: Waits::new(self.call_figures(), self.dirty),
         }
     }
 
@@ -215,6 +280,9 @@ struct ProcState {
     dio_geometry: DioGeometry,
     /// The cgroup of its latest request that had one (0: none seen).
     cgroup: u64,
+    /// Its cgroup's I/O limits, as last looked up.
+    io_limits: Option<IoLimits>,
+    dirty_state: Option<DirtyState>,
 }
 
 impl ProcState {
@@ -230,6 +298,25 @@ impl ProcState {
             next_sector: Vec::new(),
             dio_geometry: DioGeometry::default(),
             cgroup: 0,
+            io_limits: None,
+            dirty_state: None,
+        }
+    }
+
+    /// Compares this interval's calls on each disk with the request latency of the process
+    /// (its own requests' p99 when it created at least [`MIN_OWN_REQUESTS`], else its disk's,
+    /// from `disk_p99`) and keeps the call time beyond it: the pre-queue time.
+    fn judge_calls(&mut self, disk_p99: &impl Fn(Dev) -> Option<u64>) {
+        let own = &self.interval.latencies.total;
+        let own_p99 = (own.count() >= MIN_OWN_REQUESTS).then(|| own.quantile(0.99));
+        for call in &mut self.interval.calls {
+            let (reference, own_requests) = match own_p99 {
+                Some(p99) => (p99, true),
+                None => (disk_p99(call.disk).unwrap_or(0), false),
+            };
+            call.request_p99_ns = reference;
+            call.own_requests = own_requests;
+            call.prequeue_ns = call.hist.excess_over(reference);
         }
     }
 
@@ -322,6 +409,52 @@ impl ProcBook {
         });
     }
 
+    /// A process that has no row yet gets one named `comm` (a process whose requests were all
+    /// created by others, e.g. released by blk-throttle from a kworker, or a buffered writer).
+    fn entry_named(&mut self, tgid: u32, comm: &str, at_ns: u64) -> &mut ProcState {
+        let proc = self.procs.entry(tgid).or_insert_with(|| {
+            Box::new(ProcState::new(
+                Comm::new(if comm.is_empty() { "?" } else { comm }),
+                at_ns,
+            ))
+        });
+        proc.last_seen_ns = proc.last_seen_ns.max(at_ns);
+        proc
+    }
+
+    /// Its direct I/O calls on a disk in this interval.
+    pub(super) fn calls(&mut self, delta: &CallDelta, now_ns: u64) {
+        let proc = self.entry_named(delta.tgid, &delta.comm, now_ns);
+        match proc
+            .interval
+            .calls
+            .iter_mut()
+            .find(|c| c.disk == delta.disk)
+        {
+            Some(call) => call.hist.merge(&delta.hist),
+            None => proc.interval.calls.push(CallPeriod {
+                disk: delta.disk,
+                hist: delta.hist.clone(),
+                ..CallPeriod::default()
+            }),
+        }
+    }
+
+    /// Its dirty-throttling pauses in this interval.
+    pub(super) fn pauses(&mut self, delta: &PauseDelta, now_ns: u64) {
+        let proc = self.entry_named(delta.tgid, &delta.comm, now_ns);
+        proc.interval.dirty.pauses += delta.pauses;
+        proc.interval.dirty.pause_ns = proc.interval.dirty.pause_ns.saturating_add(delta.pause_ns);
+        proc.dirty_state = Some(delta.last.clone());
+    }
+
+    /// Its cgroup's I/O limits, as the feed read them.
+    pub(super) fn io_limits(&mut self, limits: &IoLimits) {
+        if let Some(proc) = self.procs.get_mut(&limits.tgid) {
+            proc.io_limits = Some(limits.clone());
+        }
+    }
+
     pub(super) fn dio(&mut self, call: &DioCall) {
         let proc = self.entry(call.tgid, call.comm, call.ts_ns);
         proc.interval.patterns.add_dio(call, &mut proc.dio_geometry);
@@ -388,11 +521,13 @@ impl ProcBook {
         &mut self,
         name_of: &impl Fn(Dev) -> String,
         cgroup_of: &impl Fn(u64) -> Option<CgroupInfo>,
+        disk_p99: &impl Fn(Dev) -> Option<u64>,
     ) -> Vec<ProcRow> {
         let mut rows: Vec<ProcRow> = self
             .procs
             .iter_mut()
             .map(|(&tgid, state)| {
+                state.judge_calls(disk_p99);
                 let interval = state.interval.figures();
                 let devices = state.interval.devices(name_of);
                 state.total.merge(&state.interval);
@@ -420,6 +555,8 @@ impl ProcBook {
                             cost: r.cost,
                         })
                         .collect(),
+                    io_limits: state.io_limits.clone().map(Box::new),
+                    dirty_state: state.dirty_state.clone().map(Box::new),
                 };
                 state.interval = ProcPeriod::default();
                 row

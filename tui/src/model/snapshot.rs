@@ -2,8 +2,9 @@
 //! start), ready for the views, the batch report and the JSON writer.
 
 use super::{
-    CgroupInfo, Dev, DiskGeometry,
+    CgroupInfo, Dev, DiskGeometry, IoLimits,
     hist::{Histogram, Log2Hist, SizeHist},
+    throttle::{CallHist, DirtyState},
 };
 
 /// Percentiles of a latency distribution, in nanoseconds.
@@ -56,6 +57,8 @@ pub struct EventStats {
     /// CPU used by iotop-bpf itself, percent of one core; `None` when not measured
     /// (recordings made before it was recorded).
     pub cpu_pct: Option<f64>,
+    /// Direct I/O call latency is being measured (on demand; see `model::throttle`).
+    pub call_latency_on: bool,
 }
 
 /// A disk's figures over some period (the interval, or since start).
@@ -165,6 +168,8 @@ pub struct ProcFigures {
     /// own write requests, also counted in `write_bytes`), and for whom.
     pub wrote_back_bytes: u64,
     pub wrote_back_for: Vec<Party>,
+    /// Its direct I/O calls and dirty-throttling pauses: the waits its requests do not show.
+    pub waits: Waits,
 }
 
 impl ProcFigures {
@@ -181,6 +186,135 @@ impl ProcFigures {
     pub fn bytes_caused(&self) -> u64 {
         self.read_bytes + self.write_bytes_caused()
     }
+}
+
+/// Percentiles of direct I/O call latency (from the kernel's quarter-octave histogram:
+/// within ~12% of the true value).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallLatency {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+}
+
+impl CallLatency {
+    pub fn of(hist: &CallHist) -> Self {
+        Self {
+            count: hist.calls,
+            mean_ns: hist.mean_ns(),
+            p50_ns: hist.quantile(0.50),
+            p99_ns: hist.quantile(0.99),
+            p999_ns: hist.quantile(0.999),
+        }
+    }
+}
+
+/// A process's direct I/O calls on one disk over a period.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallDisk {
+    pub disk: Dev,
+    pub latency: CallLatency,
+    /// Time spent in the calls, summed (exact).
+    pub time_ns: u64,
+    /// The request latency the calls are compared with: the p99 of the process's own requests
+    /// in the interval (`own_requests`), or of the disk's when it created too few (0 when
+    /// neither is known).
+    pub request_p99_ns: u64,
+    pub own_requests: bool,
+    /// Call time beyond that reference, summed over calls (see `model::throttle`).
+    pub prequeue_ns: u64,
+}
+
+/// A process's direct I/O calls (`iomap_dio_rw_begin` to `iomap_dio_complete`: synchronous,
+/// libaio and io_uring direct I/O on iomap filesystems such as ext4 and XFS; raw block
+/// devices do not go through iomap) over a period.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallFigures {
+    pub latency: CallLatency,
+    pub time_ns: u64,
+    /// Call time not spent in a request (the wait before the request: blk-throttle, iocost,
+    /// a full request queue), summed over its disks.
+    pub prequeue_ns: u64,
+    /// Per disk (the disks of the calls' filesystems), most calls first.
+    pub disks: Vec<CallDisk>,
+}
+
+impl CallFigures {
+    /// The share of call time spent outside requests (0 without calls).
+    pub fn prequeue_share(&self) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+        let share = self.prequeue_ns as f64 / self.time_ns.max(1) as f64;
+        share.min(1.0)
+    }
+}
+
+/// What a process waited for outside its requests over a period.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitFigures {
+    /// Every direct I/O call's latency (begin to completion) and the time it spent outside
+    /// any request: the wait before the request.
+    pub calls: CallFigures,
+    /// The pauses dirty throttling imposed on its buffered writers.
+    pub dirty: DirtyFigures,
+}
+
+/// [`WaitFigures`], boxed only for a process that made direct I/O calls or was paused: most
+/// rows have neither, and every row is kept many times over in the live view's history.
+/// Reads as a `WaitFigures` (empty without calls or pauses).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waits(Option<Box<WaitFigures>>);
+
+static NO_WAITS: WaitFigures = WaitFigures {
+    calls: NO_CALLS,
+    dirty: DirtyFigures {
+        pauses: 0,
+        pause_ns: 0,
+    },
+};
+
+const NO_CALLS: CallFigures = CallFigures {
+    latency: CallLatency {
+        count: 0,
+        mean_ns: 0,
+        p50_ns: 0,
+        p99_ns: 0,
+        p999_ns: 0,
+    },
+    time_ns: 0,
+    prequeue_ns: 0,
+    disks: Vec::new(),
+};
+
+impl Waits {
+    pub fn new(calls: CallFigures, dirty: DirtyFigures) -> Self {
+        let any = calls.latency.count > 0 || !calls.disks.is_empty() || dirty.pauses > 0;
+        Self(any.then(|| Box::new(WaitFigures { calls, dirty })))
+    }
+
+    /// Heap bytes it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |w| {
+            size_of::<WaitFigures>() + w.calls.disks.len() * size_of::<CallDisk>()
+        })
+    }
+}
+
+impl std::ops::Deref for Waits {
+    type Target = WaitFigures;
+
+    fn deref(&self) -> &WaitFigures {
+        self.0.as_deref().unwrap_or(&NO_WAITS)
+    }
+}
+
+/// Pauses `balance_dirty_pages()` imposed on a process's writers over a period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirtyFigures {
+    pub pauses: u64,
+    /// Summed over its threads.
+    pub pause_ns: u64,
 }
 
 /// Direct I/O calls the probes streamed (those not aligned to the largest filesystem or
@@ -326,6 +460,13 @@ impl SyncFigures {
 }
 
 impl ProcFigures {
+    /// It made direct I/O calls or was paused by dirty throttling (it may have no request of
+    /// its own: its bios released by blk-throttle from a kworker, its pages written back by
+    /// the flusher).
+    pub fn waited(&self) -> bool {
+        self.waits.calls.latency.count > 0 || self.waits.dirty.pauses > 0
+    }
+
     pub fn ios(&self) -> u64 {
         self.reads + self.writes + self.others
     }
@@ -364,6 +505,11 @@ pub struct ProcRow {
     pub devices: Vec<ProcDeviceRow>,
     /// Its most recent sync calls, newest first.
     pub recent_syncs: Vec<SyncCallRow>,
+    /// Its cgroup and the I/O limits on its way, when looked up (it had direct I/O calls or
+    /// dirty pauses).
+    pub io_limits: Option<Box<IoLimits>>,
+    /// The write-back state at its last dirty-throttling pause.
+    pub dirty_state: Option<Box<DirtyState>>,
 }
 
 /// One sync call, for the drill-down.

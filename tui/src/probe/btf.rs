@@ -21,6 +21,10 @@ pub enum BtfError {
     NoMember(String, String),
     #[error("no enum value {0} in the kernel's BTF")]
     NoEnumValue(String),
+    #[error("no raw tracepoint {0} in the kernel's BTF (no btf_trace_{0})")]
+    NoTracepoint(String),
+    #[error("raw tracepoint {0}: argument {1} is not a pointer to a struct")]
+    NotAStructPointer(String, usize),
 }
 
 const KIND_INT: u32 = 1;
@@ -55,6 +59,15 @@ struct Member {
 enum Type {
     Composite {
         members: Vec<Member>,
+        /// Its name (0: anonymous).
+        name: u32,
+    },
+    /// A pointer to this type.
+    Ptr(u32),
+    /// A function prototype: its parameters' types are `params[start..start + len]`.
+    FuncProto {
+        start: usize,
+        len: usize,
     },
     /// Typedef, const, volatile, restrict, type tag: a name for another type.
     Alias(u32),
@@ -68,6 +81,10 @@ pub struct Btf {
     types: Vec<Type>,
     structs: HashMap<String, u32>,
     enum_values: HashMap<String, i64>,
+    /// Parameter types of every function prototype, one after the other.
+    params: Vec<u32>,
+    /// `btf_trace_<tracepoint>` typedefs: the raw tracepoints' prototypes.
+    tracepoints: HashMap<String, u32>,
 }
 
 fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -104,6 +121,8 @@ impl Btf {
             types: vec![Type::Other],
             structs: HashMap::new(),
             enum_values: HashMap::new(),
+            params: Vec::new(),
+            tracepoints: HashMap::new(),
         };
         let mut at = 0;
         while at < types_data.len() {
@@ -120,8 +139,14 @@ impl Btf {
                     at += 4;
                     Type::Other
                 }
-                KIND_PTR | KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
+                KIND_PTR => Type::Ptr(size_or_type),
+                KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
                 KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    if kind == KIND_TYPEDEF
+                        && let Some(tracepoint) = btf.string(name).strip_prefix("btf_trace_")
+                    {
+                        btf.tracepoints.insert(tracepoint.to_string(), id);
+                    }
                     Type::Alias(size_or_type)
                 }
                 KIND_ARRAY => {
@@ -148,7 +173,7 @@ impl Btf {
                         let name = btf.string(name).to_string();
                         btf.structs.entry(name).or_insert(id);
                     }
-                    Type::Composite { members }
+                    Type::Composite { members, name }
                 }
                 KIND_ENUM => {
                     for _ in 0..vlen {
@@ -172,8 +197,12 @@ impl Btf {
                     Type::Other
                 }
                 KIND_FUNC_PROTO => {
+                    let start = btf.params.len();
+                    for i in 0..vlen {
+                        btf.params.push(u32_at(types_data, at + 8 * i + 4)?);
+                    }
                     at += 8 * vlen;
-                    Type::Other
+                    Type::FuncProto { start, len: vlen }
                 }
                 KIND_VAR | KIND_DECL_TAG => {
                     at += 4;
@@ -235,6 +264,39 @@ impl Btf {
         })
     }
 
+    /// The struct that raw tracepoint `tracepoint`'s argument `arg` (0: the first argument
+    /// a raw tracepoint program sees) points to, from its `btf_trace_<tracepoint>` prototype
+    /// (whose first parameter is the context, not an argument).
+    pub fn raw_tracepoint_arg_struct(
+        &self,
+        tracepoint: &str,
+        arg: usize,
+    ) -> Result<String, BtfError> {
+        let missing = || BtfError::NoTracepoint(tracepoint.to_string());
+        let not_struct = || BtfError::NotAStructPointer(tracepoint.to_string(), arg);
+        let typedef = *self.tracepoints.get(tracepoint).ok_or_else(missing)?;
+        let Some(Type::Ptr(proto)) = self.types.get(self.resolve(typedef) as usize) else {
+            return Err(missing());
+        };
+        let Some(&Type::FuncProto { start, len }) = self.types.get(self.resolve(*proto) as usize)
+        else {
+            return Err(missing());
+        };
+        if arg + 1 >= len {
+            return Err(not_struct());
+        }
+        let Some(Type::Ptr(target)) = self
+            .types
+            .get(self.resolve(self.params[start + arg + 1]) as usize)
+        else {
+            return Err(not_struct());
+        };
+        match self.types.get(self.resolve(*target) as usize) {
+            Some(Type::Composite { name, .. }) if *name != 0 => Ok(self.string(*name).to_string()),
+            _ => Err(not_struct()),
+        }
+    }
+
     pub fn enum_value(&self, name: &str) -> Result<i64, BtfError> {
         self.enum_values
             .get(name)
@@ -250,7 +312,7 @@ pub(crate) mod tests {
     /// A hand-made BTF blob: `struct s { int a; union { int b; long c; }; int d[2]; }` and
     /// `enum e { X = 3 }`.
     fn sample() -> Vec<u8> {
-        let strings = b"\0int\0s\0a\0b\0c\0d\0e\0X\0long\0".to_vec();
+        let strings = b"\0int\0s\0a\0b\0c\0d\0e\0X\0long\0btf_trace_t\0".to_vec();
         let at = |name: &str| {
             strings
                 .windows(name.len() + 1)
@@ -279,6 +341,11 @@ pub(crate) mod tests {
             128,
         ]); // 5
         push(&[at("e"), (KIND_ENUM << 24) | 1, 4, at("X"), 3]); // 6
+        // The raw tracepoint t(void *ctx, struct s *arg0, int arg1).
+        push(&[0, KIND_PTR << 24, 5]); // 7: struct s *
+        push(&[0, (KIND_FUNC_PROTO << 24) | 3, 0, 0, 0, 0, 7, 0, 1]); // 8
+        push(&[0, KIND_PTR << 24, 8]); // 9
+        push(&[at("btf_trace_t"), KIND_TYPEDEF << 24, 9]); // 10
         let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_le_bytes()).collect();
         let mut data = vec![0x9f, 0xeb, 1, 0];
         for word in [
@@ -314,6 +381,26 @@ pub(crate) mod tests {
             Err(BtfError::NoStruct("t".into()))
         );
         assert_eq!(btf.enum_value("X"), Ok(3));
+    }
+
+    #[test]
+    fn raw_tracepoint_arguments() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.raw_tracepoint_arg_struct("t", 0), Ok("s".to_string()));
+        assert_eq!(
+            btf.raw_tracepoint_arg_struct("t", 1),
+            Err(BtfError::NotAStructPointer("t".into(), 1)),
+            "an int"
+        );
+        assert_eq!(
+            btf.raw_tracepoint_arg_struct("t", 2),
+            Err(BtfError::NotAStructPointer("t".into(), 2)),
+            "no such argument"
+        );
+        assert_eq!(
+            btf.raw_tracepoint_arg_struct("u", 0),
+            Err(BtfError::NoTracepoint("u".into()))
+        );
     }
 
     #[test]
@@ -355,5 +442,13 @@ pub(crate) mod tests {
             );
         }
         assert_eq!(btf.enum_value("REQ_OP_WRITE"), Ok(1));
+        // The direct-I/O call probes key calls by the kiocb both tracepoints take first.
+        for tracepoint in ["iomap_dio_rw_begin", "iomap_dio_complete"] {
+            assert_eq!(
+                btf.raw_tracepoint_arg_struct(tracepoint, 0),
+                Ok("kiocb".to_string()),
+                "{tracepoint}"
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@ pub mod privilege;
 mod raw;
 mod sched;
 mod syscalls;
+mod throttle;
 pub mod tracefs;
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -28,6 +29,10 @@ use iotop_bpf_common::{
     process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
     rwbs::RWBS_READ_LEN,
     sync::{FileOffsets, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS},
+    throttle::{
+        CALL_LATENCY_ON, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT,
+        DIRTY_PAUSES, DirtyOffsets, DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
+    },
     tracepoint::{
         ABSENT, FieldOffsets, GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS,
         GLOBAL_ISSUE_FIELDS, GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN,
@@ -59,6 +64,9 @@ pub struct ProbeReport {
     pub attached: Vec<String>,
     /// Human-readable notes on missing sources, e.g. attribution falling back.
     pub degraded: Vec<String>,
+    /// Direct I/O call latency can be measured (both iomap probes attached); the feed turns
+    /// it on and off (`CALL_LATENCY_ON`).
+    pub call_latency: bool,
 }
 
 /// The loaded probes. Dropping it detaches every program.
@@ -83,6 +91,15 @@ pub struct ProbeMaps {
     pub dstate_time: PerCpuHashMap<MapData, u32, u64>,
     /// The alignment below which direct I/O calls are streamed (one entry).
     pub dio_stream_align: Array<MapData, u64>,
+    /// (tgid, filesystem) -> what its direct I/O calls took, cumulative.
+    pub dio_calls: PerCpuHashMap<MapData, CallKey, CallTotals>,
+    /// Direct I/O calls in progress (a set-associative array; cleared by the feed when
+    /// measuring is switched off).
+    pub dio_calls_in_flight: Array<MapData, CallSlot>,
+    /// tgid -> its pauses in balance_dirty_pages, cumulative.
+    pub dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
+    /// The on/off switch of direct I/O call latency (one entry).
+    pub call_latency_on: Array<MapData, u32>,
 }
 
 /// One program and the tracepoint(s) it may attach to, in order of preference.
@@ -171,6 +188,11 @@ impl Probes {
             (Ok(_), Err(why)) => (BlameOffsets::OFF, vec![why.clone()]),
         };
         report.degraded.extend(blame_missing);
+        // Checked now (the BTF goes below); used only if the raw begin probe is planned.
+        let call_latency = throttle::call_latency(
+            btf.as_ref(),
+            raw_dio.is_some() && file_offsets != FileOffsets::ZERO,
+        );
         drop(btf);
         report.mode = match &raw {
             Ok(_) => "raw tracepoints, kernel objects read at BTF offsets".to_string(),
@@ -218,11 +240,13 @@ impl Probes {
         );
 
         let mut raw_plan: Vec<(&str, &str)> = Vec::new();
+        let mut raw_begin = false;
         let dio_offsets = match dio::plan(&env.tracefs)? {
             // The raw tracepoint reads the call from the kiocb itself (and names the file);
             // it needs the file offsets too.
             Ok(offsets) if raw_dio.is_some() && file_offsets != FileOffsets::ZERO => {
                 raw_plan.push(("raw_dio_begin", "iomap_dio_rw_begin"));
+                raw_begin = true;
                 offsets
             }
             Ok(offsets) => {
@@ -232,6 +256,35 @@ impl Probes {
             Err(why) => {
                 report.degraded.push(why);
                 DioOffsets::ABSENT
+            }
+        };
+        // Direct I/O call latency: the begin probe notes calls only when their completion is
+        // attached too.
+        let call_latency_on = match call_latency {
+            Ok(()) if raw_begin => {
+                raw_plan.push(("raw_dio_complete", "iomap_dio_complete"));
+                report.call_latency = true;
+                1u8
+            }
+            Ok(()) => {
+                report.degraded.push(
+                    "direct I/O call latency (the wait before the request) is not measured: it needs the raw iomap_dio_rw_begin tracepoint".to_string(),
+                );
+                0
+            }
+            Err(why) => {
+                report.degraded.push(why);
+                0
+            }
+        };
+        let dirty_offsets = match throttle::dirty(&env.tracefs)? {
+            Ok(offsets) => {
+                plan.push(("dirty_pause", "writeback", "balance_dirty_pages"));
+                offsets
+            }
+            Err(why) => {
+                report.degraded.push(why);
+                DirtyOffsets::ABSENT
             }
         };
         let exit_offsets = match env.tracefs.format("sched", "sched_process_exit")? {
@@ -305,6 +358,8 @@ impl Probes {
         loader.override_global(GLOBAL_FILE_OFFSETS, &file_offsets, true);
         let raw_dio = raw_dio.unwrap_or(RawDioOffsets::ZERO);
         loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &raw_dio, true);
+        loader.override_global(GLOBAL_DIO_CALL_LATENCY, &call_latency_on, true);
+        loader.override_global(GLOBAL_DIRTY_OFFSETS, &dirty_offsets, true);
         loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
         loader.override_global(GLOBAL_BLAME_OFFSETS, &blame, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
@@ -383,6 +438,14 @@ impl Probes {
             dstate_time: PerCpuHashMap::try_from(take(DSTATE_TIME)?).context("map DSTATE_TIME")?,
             dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)
                 .context("map DIO_STREAM_ALIGN")?,
+            dio_calls: PerCpuHashMap::try_from(take(DIO_CALL_TOTALS)?)
+                .context("map DIO_CALL_TOTALS")?,
+            dio_calls_in_flight: Array::try_from(take(DIO_CALLS_IN_FLIGHT)?)
+                .context("map DIO_CALLS_IN_FLIGHT")?,
+            dirty_pauses: PerCpuHashMap::try_from(take(DIRTY_PAUSES)?)
+                .context("map DIRTY_PAUSES")?,
+            call_latency_on: Array::try_from(take(CALL_LATENCY_ON)?)
+                .context("map CALL_LATENCY_ON")?,
         })
     }
 }

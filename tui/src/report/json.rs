@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::active_procs;
 use crate::model::{
-    DiskRow, HostFigures, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
+    CallLatency, DiskRow, HostFigures, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
     findings::{Evidence, Finding},
 };
 
@@ -136,6 +136,10 @@ pub struct Events {
     pub bpf_stats: &'static str,
     /// CPU used by iotop-bpf itself, percent of one core (null when not measured).
     pub cpu_pct: Option<f64>,
+    /// Direct I/O call latency (`processes[].call_latency_us`, `prequeue_ms`) is being
+    /// measured: on demand, by default while a cgroup I/O control is configured on the host
+    /// (`IOTOP_BPF_CALL_LATENCY=auto|on|off`). False: those figures are 0, not measured.
+    pub call_latency: bool,
 }
 
 /// The first figures of the 60-second analysis, at the end of the interval. Null: the source
@@ -371,6 +375,60 @@ pub struct Process<'a> {
     pub read_sizes: Vec<SizeCount>,
     /// Its direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
     pub direct_io: DirectIo<'a>,
+    /// Its direct I/O calls (synchronous, libaio, io_uring; on iomap filesystems such as ext4
+    /// and XFS, not raw block devices) completed in the interval.
+    pub direct_io_calls: u64,
+    /// Their latency from entry (`iomap_dio_rw_begin`) to completion (`iomap_dio_complete`),
+    /// us, from a quarter-octave histogram kept in the kernel (within ~12%). Compare with
+    /// `io_latency_us`: blk-throttle, iocost and a full request queue hold a call before its
+    /// request exists, which request latency never shows.
+    pub call_latency_us: CallPercentiles,
+    /// Call time not spent in a request ("throttle/pre-queue" time), ms: the sum over its
+    /// calls of max(0, call latency - the p99 of its requests in the interval, or of its
+    /// disk's requests when it created fewer than 20). A lower bound of the wait before (or
+    /// after) the request.
+    pub prequeue_ms: u64,
+    /// `prequeue_ms` as a share of the time spent in its calls (0 to 1).
+    pub prequeue_share: f64,
+    /// Time its writers were paused by dirty throttling (`balance_dirty_pages`), ms, summed
+    /// over threads, and how many pauses.
+    pub dirty_pause_ms: u64,
+    pub dirty_pauses: u64,
+    /// The cgroup(s) of the process whose I/O limits `io_limits` lists (`blkio:/path` for
+    /// cgroup v1, the v2 path, from /proc/PID/cgroup), once looked up (when it had
+    /// direct I/O calls or dirty pauses); null before.
+    pub limits_cgroup: Option<&'a str>,
+    /// The blk-throttle limits on its way (its cgroup and ancestors).
+    pub io_limits: Vec<IoLimitJson<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct CallPercentiles {
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub mean: u64,
+}
+
+impl From<&CallLatency> for CallPercentiles {
+    fn from(l: &CallLatency) -> Self {
+        Self {
+            p50: l.p50_ns / 1000,
+            p99: l.p99_ns / 1000,
+            p999: l.p999_ns / 1000,
+            mean: l.mean_ns / 1000,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct IoLimitJson<'a> {
+    pub dev: String,
+    /// `read_bps`, `write_bps`, `read_iops`, `write_iops`.
+    pub kind: &'static str,
+    pub value: u64,
+    /// The file that sets it (`.../blkio.throttle.write_iops_device`, `.../io.max`).
+    pub file: &'a str,
 }
 
 #[derive(Serialize)]
@@ -446,6 +504,10 @@ pub struct ProcessTotals {
     pub charged_write_bytes: u64,
     pub writeback_bytes: u64,
     pub dstate_ms: u64,
+    pub direct_io_calls: u64,
+    pub call_latency_us: CallPercentiles,
+    pub prequeue_ms: u64,
+    pub dirty_pause_ms: u64,
 }
 
 impl<'a> From<&'a ProcRow> for Process<'a> {
@@ -547,7 +609,33 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 charged_write_bytes: p.total.sync.charged_write_bytes,
                 writeback_bytes: p.total.writeback_bytes,
                 dstate_ms: p.total.dstate_ns / 1_000_000,
+                direct_io_calls: p.total.waits.calls.latency.count,
+                call_latency_us: (&p.total.waits.calls.latency).into(),
+                prequeue_ms: p.total.waits.calls.prequeue_ns / 1_000_000,
+                dirty_pause_ms: p.total.waits.dirty.pause_ns / 1_000_000,
             },
+            direct_io_calls: f.waits.calls.latency.count,
+            call_latency_us: (&f.waits.calls.latency).into(),
+            prequeue_ms: f.waits.calls.prequeue_ns / 1_000_000,
+            prequeue_share: (f.waits.calls.prequeue_share() * 1000.0).round() / 1000.0,
+            dirty_pause_ms: f.waits.dirty.pause_ns / 1_000_000,
+            dirty_pauses: f.waits.dirty.pauses,
+            limits_cgroup: p.io_limits.as_deref().map(|l| l.cgroup.as_str()),
+            io_limits: p
+                .io_limits
+                .as_deref()
+                .map(|l| {
+                    l.limits
+                        .iter()
+                        .map(|x| IoLimitJson {
+                            dev: x.dev.to_string(),
+                            kind: x.kind.name(),
+                            value: x.value,
+                            file: &x.file,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 }
@@ -584,6 +672,7 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
                 (Some(_), false) => "live",
             },
             cpu_pct: snap.events.cpu_pct.map(round2),
+            call_latency: snap.events.call_latency_on,
         },
         host: (&snap.host).into(),
         // Every disk seen since start, idle ones with zeros, so scripts see a stable list.
@@ -654,6 +743,39 @@ mod tests {
         let host = value["host"].as_object().unwrap();
         assert_eq!(host.len(), 10, "{host:?}");
         assert!(host.values().all(serde_json::Value::is_null), "{host:?}");
+    }
+
+    #[test]
+    fn call_latency_prequeue_and_dirty_pauses_per_process() {
+        let snap = crate::model::fixtures::throttled_snapshot();
+        let value = serde_json::to_value(interval(&snap, String::new(), &[])).unwrap();
+        let procs = value["processes"].as_array().unwrap();
+        let by_pid = |pid: u64| procs.iter().find(|p| p["pid"] == pid).unwrap();
+        let fio = by_pid(4321);
+        assert_eq!(fio["direct_io_calls"], 800);
+        let p99 = fio["call_latency_us"]["p99"].as_u64().unwrap();
+        assert!(p99.abs_diff(60_000) < 7_500, "{p99}");
+        assert!(fio["io_latency_us"]["p99"].as_u64().unwrap() < 60);
+        let prequeue = fio["prequeue_ms"].as_u64().unwrap();
+        assert!((1_100..1_300).contains(&prequeue), "{prequeue}");
+        assert_eq!(fio["limits_cgroup"], "blkio:/slow");
+        assert_eq!(fio["io_limits"][0]["kind"], "write_iops");
+        assert_eq!(fio["io_limits"][0]["value"], 800);
+        assert_eq!(fio["io_limits"][0]["dev"], "7:0");
+        let dd = by_pid(5150);
+        assert_eq!(
+            (dd["dirty_pause_ms"].as_u64(), dd["dirty_pauses"].as_u64()),
+            (Some(760), Some(38))
+        );
+        assert_eq!(dd["totals"]["dirty_pause_ms"], 760);
+        let kinds: Vec<&str> = value["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds.len(), 2);
+        assert!(kinds.contains(&"io_throttled") && kinds.contains(&"dirty_throttled"));
     }
 
     #[test]

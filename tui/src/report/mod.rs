@@ -20,6 +20,7 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
                 || p.interval.sync.syncs > 0
                 || p.interval.sync.charged_write_bytes > 0
                 || p.interval.dstate_ns > 0
+                || p.interval.waited()
         })
         .filter(|p| pids.is_empty() || pids.contains(&p.tgid))
         .collect();

@@ -56,7 +56,7 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:>8} {:<16} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7}",
+        "{:>8} {:<16} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7} {:>9} {:>8} {:>9}",
         "PID",
         "COMM",
         "R/s",
@@ -68,13 +68,16 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
         "SYNC/s",
         "Sp99(us)",
         "AMP",
-        "D(ms)"
+        "D(ms)",
+        "Cp99(us)",
+        "PREQ(ms)",
+        "PAUSE(ms)"
     );
     for p in active_procs(snap, pids) {
         let f = &p.interval;
         let _ = writeln!(
             out,
-            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0} {:>7.1} {:>9.0} {:>6.1} {:>7}",
+            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0} {:>7.1} {:>9.0} {:>6.1} {:>7} {:>9.0} {:>8} {:>9}",
             p.tgid,
             p.comm,
             snap.rate(f.reads),
@@ -87,6 +90,9 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
             us(f.sync.latency.p99_ns),
             f.sync.amplification().unwrap_or(0.0),
             f.dstate_ns / 1_000_000,
+            us(f.waits.calls.latency.p99_ns),
+            f.waits.calls.prequeue_ns / 1_000_000,
+            f.waits.dirty.pause_ns / 1_000_000,
         );
     }
     for d in &snap.dstate {

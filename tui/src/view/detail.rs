@@ -11,7 +11,7 @@ use ratatui::{
 
 use super::{Theme, UiState, findings, latency::slot_label, procs};
 use crate::{
-    model::{Latency, Party, ProcRow, Snapshot, quantity},
+    model::{Latency, Party, ProcFigures, ProcRow, Snapshot, quantity},
     units,
 };
 
@@ -133,6 +133,7 @@ fn summary_lines<'a>(
             )),
         ]),
     ];
+    lines.extend(wait_lines(row, f, secs, theme));
     // What each sync call cost, by population (settled calls).
     for (label, p) in [("small", &s.small), ("large", &s.large)] {
         if p.calls > 0 {
@@ -281,6 +282,90 @@ fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &The
         Row::new(["call", "fd", "latency", "bytes", "device", "ret", "file"]).style(theme.header),
     );
     frame.render_widget(table, area);
+}
+
+/// Its direct I/O calls against its requests, its cgroup's I/O limits and its dirty pauses:
+/// the waits its requests do not show.
+fn wait_lines<'a>(row: &'a ProcRow, f: &'a ProcFigures, secs: f64, theme: &Theme) -> Vec<Line<'a>> {
+    let mut lines = Vec::new();
+    let c = &f.waits.calls;
+    if c.latency.count > 0 {
+        #[expect(clippy::cast_precision_loss, reason = "display rates")]
+        let rate = c.latency.count as f64 / secs;
+        let reference = c.disks.first().map_or_else(String::new, |d| {
+            format!(
+                " · {} p99 {}",
+                if d.own_requests {
+                    "requests"
+                } else {
+                    "disk's requests"
+                },
+                units::latency(d.request_p99_ns)
+            )
+        });
+        lines.push(Line::from(vec![
+            Span::styled("CALLS ", theme.key),
+            Span::raw(format!(
+                "direct I/O {rate:.0}/s  latency p50 {} p99 {} p99.9 {}{reference} · outside requests {} ({:.0}%)",
+                units::latency(c.latency.p50_ns),
+                units::latency(c.latency.p99_ns),
+                units::latency(c.latency.p999_ns),
+                units::latency(c.prequeue_ns),
+                c.prequeue_share() * 100.0,
+            )),
+        ]));
+    }
+    if let Some(limits) = &row.io_limits {
+        let controls: Vec<String> = limits
+            .limits
+            .iter()
+            .map(crate::model::findings::io_throttled::describe)
+            .chain(limits.iocost.iter().map(|d| format!("iocost on {d}")))
+            .chain(
+                limits
+                    .iolatency
+                    .iter()
+                    .map(|(d, t)| format!("io.latency {d} target={t}")),
+            )
+            .collect();
+        lines.push(Line::from(vec![
+            Span::styled("CGROUP ", theme.key),
+            Span::raw(format!(
+                "{}: {}",
+                if limits.cgroup.is_empty() {
+                    "?"
+                } else {
+                    limits.cgroup.as_str()
+                },
+                if controls.is_empty() {
+                    "no I/O limit".to_string()
+                } else {
+                    controls.join(", ")
+                }
+            )),
+        ]));
+    }
+    if f.waits.dirty.pauses > 0 {
+        #[expect(clippy::cast_precision_loss, reason = "a display percentage")]
+        let pct = f.waits.dirty.pause_ns as f64 / 1e9 / secs * 100.0;
+        let state = row.dirty_state.as_deref().map_or_else(String::new, |s| {
+            format!(
+                " writing back to {}: {} dirty, the limit {}",
+                s.bdi,
+                quantity::bytes(s.dirty_bytes),
+                quantity::bytes(s.limit_bytes)
+            )
+        });
+        lines.push(Line::from(vec![
+            Span::styled("DIRTY ", theme.key),
+            Span::raw(format!(
+                "paused {} times for {} ({pct:.0}% of the time) by dirty throttling;{state}",
+                f.waits.dirty.pauses,
+                units::latency(f.waits.dirty.pause_ns),
+            )),
+        ]));
+    }
+    lines
 }
 
 fn latency_summary(l: &Latency) -> String {

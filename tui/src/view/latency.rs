@@ -12,7 +12,7 @@ use ratatui::{
 
 use super::{Focus, Theme, UiState, disks, procs};
 use crate::{
-    model::{Latency, Log2Hist, Snapshot},
+    model::{CallFigures, Latency, Log2Hist, Snapshot},
     units,
 };
 
@@ -27,6 +27,8 @@ struct Subject {
     /// A disk with an I/O scheduler: queue time split as btt does (mean G2I, mean I2D, and
     /// the share of requests that went through the scheduler, %).
     scheduler: Option<(u64, u64, u64)>,
+    /// A process's direct I/O calls, when it made any.
+    calls: Option<CallFigures>,
 }
 
 fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
@@ -47,6 +49,7 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
             scheduler: f
                 .scheduler_split_ns()
                 .map(|(g2i, i2d)| (g2i, i2d, f.inserted * 100 / f.requests().max(f.inserted))),
+            calls: None,
         })
     };
     match ui.focus {
@@ -68,6 +71,7 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
                 queue_hist: f.queue_hist,
                 device_hist: f.device_hist,
                 scheduler: None,
+                calls: (f.waits.calls.latency.count > 0).then(|| f.waits.calls.clone()),
             })
         }
     }
@@ -177,8 +181,27 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     let block = Block::new()
         .borders(Borders::TOP)
         .title(Line::styled(title, theme.title));
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     frame.render_widget(block, area);
+    if let Some(calls) = &s.calls {
+        // Its direct I/O calls, entry to completion, next to its requests: what the requests
+        // do not show (the wait before the request).
+        let line = Line::from(vec![
+            Span::styled("calls ", theme.key),
+            Span::raw(format!(
+                "p50 {} p99 {} n={} · outside requests {} ({:.0}% of call time)",
+                units::latency(calls.latency.p50_ns),
+                units::latency(calls.latency.p99_ns),
+                calls.latency.count,
+                units::latency(calls.prequeue_ns),
+                calls.prequeue_share() * 100.0,
+            )),
+        ]);
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+        frame.render_widget(Paragraph::new(line), top);
+        inner = rest;
+    }
     let [left, right] =
         Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(inner);
     let header_rows = if s.scheduler.is_some() { 2 } else { 1 };

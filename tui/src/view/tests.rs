@@ -266,6 +266,17 @@ fn processes_grouped_by_cgroup_120x40() {
     );
     assert!(screen.contains("postgresql.service"), "{screen}");
     assert!(screen.contains("(unknown)"), "{screen}");
+}
+
+#[test]
+fn throttled_calls_and_dirty_pauses_142x40() {
+    let snap = crate::model::fixtures::throttled_snapshot();
+    let mut ui = ui();
+    ui.selected_pid = Some(4321);
+    let screen = text(&draw(142, 40, &snap, &ui));
+    for header in ["C.p99", "PREQ", "PAUSE", "kworker/u8:2"] {
+        assert!(screen.contains(header), "{header} in\n{screen}");
+    }
     insta::assert_snapshot!(screen);
 }
 
@@ -390,4 +401,24 @@ fn very_wide_disks_pane_adds_merges_and_keeps_readable_sparklines() {
         wide.contains("rrqm/s  wrqm/s") && wide.contains("IOPS trend"),
         "{wide}"
     );
+}
+
+#[test]
+fn throttled_drill_down_120x40() {
+    let snap = crate::model::fixtures::throttled_snapshot();
+    let mut ui = ui();
+    ui.selected_pid = Some(4321);
+    ui.show_detail = true;
+    insta::assert_snapshot!(text(&draw(120, 40, &snap, &ui)));
+}
+
+#[test]
+fn dirty_pauses_in_the_drill_down_80x24() {
+    let snap = crate::model::fixtures::throttled_snapshot();
+    let mut ui = ui();
+    ui.selected_pid = Some(5150);
+    ui.show_detail = true;
+    let screen = text(&draw(80, 24, &snap, &ui));
+    assert!(screen.contains("DIRTY"), "{screen}");
+    insta::assert_snapshot!(screen);
 }

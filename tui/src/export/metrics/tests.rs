@@ -291,6 +291,8 @@ fn short_lived(first: u32, n: u32, bytes: u64) -> Vec<ProcRow> {
             total: ProcFigures::default(),
             devices: Vec::new(),
             recent_syncs: Vec::new(),
+            io_limits: None,
+            dirty_state: None,
         })
         .collect()
 }

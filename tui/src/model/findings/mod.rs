@@ -10,7 +10,9 @@
 //!
 //! Severity: `WARN` and `CRIT` mean "a pathology with a fix"; `INFO` is a shape worth a look.
 
+mod dirty_throttled;
 mod disk_patterns;
+pub mod io_throttled;
 mod latency_shape;
 mod long_d_state;
 mod sub_block_tail_write;
@@ -20,7 +22,7 @@ mod write_amplification;
 
 use std::collections::BTreeMap;
 
-use super::{DStateTask, Dev, DiskRow, ProcRow};
+use super::{DStateTask, Dev, DirtySettings, DiskRow, ProcRow};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FindingKind {
@@ -33,6 +35,8 @@ pub enum FindingKind {
     SmallRandomIo,
     FlushHeavy,
     LongDState,
+    IoThrottled,
+    DirtyThrottled,
 }
 
 impl FindingKind {
@@ -48,10 +52,12 @@ impl FindingKind {
             Self::SmallRandomIo => "small_random_io",
             Self::FlushHeavy => "flush_heavy",
             Self::LongDState => "long_d_state",
+            Self::IoThrottled => "io_throttled",
+            Self::DirtyThrottled => "dirty_throttled",
         }
     }
 
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::SubBlockTailWrite,
         Self::WriteAmplification,
         Self::UnalignedDirectIo,
@@ -61,6 +67,8 @@ impl FindingKind {
         Self::SmallRandomIo,
         Self::FlushHeavy,
         Self::LongDState,
+        Self::IoThrottled,
+        Self::DirtyThrottled,
     ];
 }
 
@@ -153,6 +161,8 @@ pub struct Scene<'a> {
     pub dstate: &'a [DStateTask],
     /// The memory page size (0 when unknown).
     pub page_size: u32,
+    /// `vm.dirty_*`, as last read (when a process was paused).
+    pub dirty_settings: Option<DirtySettings>,
 }
 
 impl Scene<'_> {
@@ -176,11 +186,13 @@ impl Scene<'_> {
 }
 
 /// Detectors that judge one process at a time.
-const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 4] = [
+const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 6] = [
     sub_block_tail_write::check,
     write_amplification::check,
     unaligned_direct_io::check,
     sync_storm::check,
+    io_throttled::check,
+    dirty_throttled::check,
 ];
 
 /// Runs every detector on one interval.
@@ -308,3 +320,5 @@ fn round1(x: f64) -> f64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod throttle_tests;
