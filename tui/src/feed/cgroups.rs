@@ -23,7 +23,7 @@ impl CgroupNames {
     pub fn new() -> Self {
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         Self {
-            root: block_hierarchy(&mountinfo).map(PathBuf::from),
+            root: block_hierarchy(&mountinfo),
             ..Self::default()
         }
     }
@@ -78,25 +78,9 @@ impl CgroupNames {
 
 /// The mount point of the hierarchy with the block controller: a v1 mount with `blkio` in
 /// its options, else the cgroup2 mount.
-pub fn block_hierarchy(mountinfo: &str) -> Option<String> {
-    let mut v2 = None;
-    for line in mountinfo.lines() {
-        // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS"
-        let Some((before, after)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mount_point = before.split_whitespace().nth(4)?;
-        let mut after = after.split_whitespace();
-        let (fstype, super_opts) = (after.next()?, after.nth(1).unwrap_or(""));
-        match fstype {
-            "cgroup" if super_opts.split(',').any(|o| o == "blkio") => {
-                return Some(mount_point.to_string());
-            }
-            "cgroup2" if v2.is_none() => v2 = Some(mount_point.to_string()),
-            _ => {}
-        }
-    }
-    v2
+pub fn block_hierarchy(mountinfo: &str) -> Option<PathBuf> {
+    let mounts = super::io_controls::parse_mounts(mountinfo);
+    mounts.blkio.or(mounts.unified)
 }
 
 /// A readable name for a cgroup path: the container, pod or systemd unit it belongs to
@@ -144,6 +128,8 @@ pub fn readable_name(path: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -154,16 +140,19 @@ mod tests {
 ";
         assert_eq!(
             block_hierarchy(hybrid).as_deref(),
-            Some("/sys/fs/cgroup/blkio")
+            Some(Path::new("/sys/fs/cgroup/blkio"))
         );
         let unified = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate
 ";
-        assert_eq!(block_hierarchy(unified).as_deref(), Some("/sys/fs/cgroup"));
+        assert_eq!(
+            block_hierarchy(unified).as_deref(),
+            Some(Path::new("/sys/fs/cgroup"))
+        );
         let shared_v1 = "38 31 0:35 / /sys/fs/cgroup/blkio,cpu rw - cgroup cgroup rw,cpu,blkio
 ";
         assert_eq!(
             block_hierarchy(shared_v1).as_deref(),
-            Some("/sys/fs/cgroup/blkio,cpu")
+            Some(Path::new("/sys/fs/cgroup/blkio,cpu"))
         );
         assert_eq!(block_hierarchy("garbage\n\n - \n"), None);
     }
