@@ -166,6 +166,31 @@ fn add(sum: &mut ProcFigures, f: &ProcFigures) {
     for (slot, n) in sum.sync.hist.slots.iter_mut().zip(f.sync.hist.slots) {
         *slot += n;
     }
+    // The wait before the request: pauses and call time sum; the group's call percentiles
+    // are its worst member's (members' percentiles do not merge).
+    if f.waits.dirty.pauses > 0 || f.waits.calls.latency.count > 0 {
+        let mut calls = sum.waits.calls.clone();
+        let mut dirty = sum.waits.dirty;
+        dirty.pauses += f.waits.dirty.pauses;
+        dirty.pause_ns += f.waits.dirty.pause_ns;
+        calls.time_ns += f.waits.calls.time_ns;
+        calls.prequeue_ns += f.waits.calls.prequeue_ns;
+        let (group, member) = (&mut calls.latency, &f.waits.calls.latency);
+        let count = group.count + member.count;
+        if count > 0 {
+            group.mean_ns = u64::try_from(
+                (u128::from(group.mean_ns) * u128::from(group.count)
+                    + u128::from(member.mean_ns) * u128::from(member.count))
+                    / u128::from(count),
+            )
+            .unwrap_or(u64::MAX);
+        }
+        group.count = count;
+        group.p50_ns = group.p50_ns.max(member.p50_ns);
+        group.p99_ns = group.p99_ns.max(member.p99_ns);
+        group.p999_ns = group.p999_ns.max(member.p999_ns);
+        sum.waits = crate::model::Waits::new(calls, dirty);
+    }
 }
 
 /// p50 and p99 from a log2 histogram: the upper bound of the slot the quantile falls in.

@@ -422,3 +422,35 @@ fn dirty_pauses_in_the_drill_down_80x24() {
     assert!(screen.contains("DIRTY"), "{screen}");
     insta::assert_snapshot!(screen);
 }
+
+#[test]
+fn cgroup_rows_sum_their_members_dirty_pauses_and_calls() {
+    let snap = crate::model::fixtures::throttled_snapshot();
+    let ui = ui();
+    let members = procs::visible(&snap, &ui);
+    let pauses: u64 = members
+        .iter()
+        .map(|p| p.interval.waits.dirty.pause_ns)
+        .sum();
+    let calls: u64 = members
+        .iter()
+        .map(|p| p.interval.waits.calls.latency.count)
+        .sum();
+    let worst = members
+        .iter()
+        .map(|p| p.interval.waits.calls.latency.p99_ns)
+        .max()
+        .unwrap();
+    assert!(pauses > 0 && calls > 0, "the fixture has both");
+    let groups = procs::by_cgroup(&snap, &ui);
+    let sum = |f: fn(&crate::model::ProcRow) -> u64| groups.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|g| g.interval.waits.dirty.pause_ns), pauses);
+    assert_eq!(sum(|g| g.interval.waits.calls.latency.count), calls);
+    assert_eq!(
+        groups
+            .iter()
+            .map(|g| g.interval.waits.calls.latency.p99_ns)
+            .max(),
+        Some(worst)
+    );
+}
