@@ -108,6 +108,10 @@ fn check() -> Result<()> {
         println!("degraded: {note}");
     }
     println!(
+        "direct I/O call latency (the wait before the request): {}",
+        feed::CallLatencyMode::from_env().describe()
+    );
+    println!(
         "not covered: io_uring IORING_OP_FSYNC (tracing every io_uring completion would cost every io_uring I/O)"
     );
     println!("ok");

@@ -396,11 +396,29 @@ impl CallLatencyMode {
         }
     }
 
-    fn from_env() -> Self {
+    pub fn from_env() -> Self {
         std::env::var("IOTOP_BPF_CALL_LATENCY")
             .ok()
             .and_then(|v| Self::parse(&v))
             .unwrap_or(Self::Auto)
+    }
+
+    /// What `check` prints: the mode and, for `auto`, whether it would be on now.
+    pub fn describe(self) -> String {
+        let set = std::env::var("IOTOP_BPF_CALL_LATENCY").unwrap_or_default();
+        let unknown = if Self::parse(&set).is_none() {
+            format!(" (IOTOP_BPF_CALL_LATENCY={set:?} is not auto, on or off: auto)")
+        } else {
+            String::new()
+        };
+        match self {
+            Self::On => "on (IOTOP_BPF_CALL_LATENCY=on)".to_string(),
+            Self::Off => "off (IOTOP_BPF_CALL_LATENCY=off)".to_string(),
+            Self::Auto if io_controls::any_io_control(&io_controls::host_mounts()) => {
+                format!("auto: on now, a cgroup I/O control is configured{unknown}")
+            }
+            Self::Auto => format!("auto: off now, no cgroup I/O control is configured{unknown}"),
+        }
     }
 }
 
