@@ -140,7 +140,10 @@ pub struct RawOffsets {
     pub bit_fua: u32,
     pub bit_preflush: u32,
     pub bit_rahead: u32,
-    pub _pad: u32,
+    /// `rq_flags` and its `RQF_USE_SCHED` bit (the request goes through the I/O scheduler);
+    /// the bit is `u32::MAX` where BTF does not name it (then every insert counts).
+    pub rq_flags: u32,
+    pub bit_use_sched: u32,
 }
 
 impl RawOffsets {
@@ -160,7 +163,8 @@ impl RawOffsets {
         bit_fua: 0,
         bit_preflush: 0,
         bit_rahead: 0,
-        _pad: 0,
+        rq_flags: 0,
+        bit_use_sched: u32::MAX,
     };
 }
 

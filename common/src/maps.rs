@@ -16,6 +16,9 @@ pub const STACKS: &str = "STACKS";
 pub const DSTATE_TIME: &str = "DSTATE_TIME";
 /// Per-CPU hash: tgid -> bytes the process asked to write (write syscalls), cumulative.
 pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
+/// Array of one `u32`: non-zero while the scheduler split is measured (`block_rq_insert`
+/// is timed only then; user space turns it on while a disk with an I/O scheduler is busy).
+pub const SCHED_SPLIT_ON: &str = "SCHED_SPLIT_ON";
 /// Array of requests in flight ([`crate::block::InFlightSlot`], 2-way set associative).
 pub const IN_FLIGHT: &str = "IN_FLIGHT";
 

@@ -8,7 +8,8 @@
 use aya_ebpf::{
     Global,
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel},
-    macros::raw_tracepoint,
+    macros::{map, raw_tracepoint},
+    maps::Array,
     programs::RawTracePointContext,
 };
 use iotop_bpf_common::{
@@ -69,10 +70,29 @@ pub fn raw_block_issue(ctx: RawTracePointContext) -> i32 {
 /// requeued request is inserted again after it, and keeps its first split.
 #[raw_tracepoint(tracepoint = "block_rq_insert")]
 pub fn raw_block_insert(ctx: RawTracePointContext) -> i32 {
+    // Without a scheduler the kernel inserts most requests too (from the plug onto the
+    // dispatch list): ~70 ns per I/O for a split nobody shows, so only while user space
+    // says a disk with a scheduler is busy.
+    if !matches!(SCHED_SPLIT_ON.get(0), Some(&on) if on != 0) {
+        return 0;
+    }
     let rq: u64 = ctx.arg(0);
+    // And only for requests that really go into a scheduler (`RQF_USE_SCHED`): one read
+    // spares the in-flight lookup on the other disks.
+    let o = RAW_OFFSETS.load();
+    if o.bit_use_sched < 32 {
+        let flags: u32 = read(rq, o.rq_flags).unwrap_or(0);
+        if flags & (1 << o.bit_use_sched) == 0 {
+            return 0;
+        }
+    }
     inserted(&key(rq));
     0
 }
+
+/// The switch of [`raw_block_insert`] (one entry; non-zero: on), turned by user space.
+#[map]
+static SCHED_SPLIT_ON: Array<u32> = Array::with_max_entries(1, 0);
 
 /// `block_rq_merge(struct request *rq)`: `rq` was merged into another request and freed.
 #[raw_tracepoint(tracepoint = "block_rq_merge")]
@@ -146,7 +166,7 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
             | bit(o.bit_preflush, FLAG_PREFLUSH)
             | bit(o.bit_rahead, FLAG_READAHEAD),
         rwbs: [0; RWBS_READ_LEN],
-        blame: blame::of(rq, by_flusher),
+        blame: blame::of(rq, &head, by_flusher),
     };
     finish(slot, &completion, &key(rq), now);
     0

@@ -178,6 +178,7 @@ fn a_disk_with_a_scheduler_splits_queue_time_and_counts_merges() {
     let (mut inserted, mut g2i_ns, mut i2d_ns) = (0u64, 0.0, 0.0);
     for d in &disks {
         if let Some(s) = d["scheduler"].as_object() {
+            assert_eq!(s["name"], "mq-deadline");
             let n = s["requests"].as_u64().unwrap();
             inserted += n;
             #[expect(clippy::cast_precision_loss, reason = "test arithmetic")]
@@ -199,13 +200,14 @@ fn a_disk_with_a_scheduler_splits_queue_time_and_counts_merges() {
         peer_i2d / 1000.0
     );
     assert!(requests > 10_000, "the workload ran: {requests} requests");
-    // Flushes bypass the scheduler; reads and writes all go through it.
+    // Flushes bypass the scheduler; reads and writes all go through it. The split is
+    // switched on once the disk is seen busy, at the first interval's end.
     assert!(
-        inserted * 100 >= requests * 95,
+        inserted * 100 >= requests * 80,
         "{inserted} of {requests} requests seen going through the scheduler"
     );
     assert!(
-        peer_n * 100 >= inserted * 90,
+        peer_n >= inserted,
         "bpftrace timed {peer_n}, the tool {inserted}"
     );
     // The same requests timed by both; bpftrace's own probes slow the run a little.
@@ -225,4 +227,42 @@ fn a_disk_with_a_scheduler_splits_queue_time_and_counts_merges() {
         reported.1 >= counted.1 && reported.1 - counted.1 <= counted.1 / 50 + 8,
         "write merges: reported {reported:?}, counted {counted:?}"
     );
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_disk_without_a_scheduler_shows_no_split() {
+    if !require_root("a_disk_without_a_scheduler_shows_no_split") {
+        return;
+    }
+    let disk = RawLoop::new(64);
+    std::fs::write(format!("/sys/block/{}/queue/scheduler", disk.name), "none")
+        .expect("set none on the loop device");
+    let run = JsonRun::start(&[]);
+    sh(
+        "fio",
+        &[
+            "--name=random",
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=io_uring",
+            "--iodepth=32",
+            "--runtime=2",
+            "--time_based",
+            &format!("--filename={}", disk.device),
+            "--output-format=terse",
+        ],
+    );
+    let intervals = run.stop();
+    let rows: Vec<_> = intervals
+        .iter()
+        .flat_map(|i| i["disks"].as_array().unwrap().iter())
+        .filter(|d| d["name"] == disk.name.as_str())
+        .collect();
+    let reads: u64 = rows.iter().map(|d| num(d, "reads")).sum();
+    assert!(reads > 10_000, "the workload ran: {reads} reads");
+    for d in rows {
+        assert!(d["scheduler"].is_null(), "{}", d["scheduler"]);
+    }
 }

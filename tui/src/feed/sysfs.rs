@@ -22,6 +22,27 @@ pub fn block_device_names() -> Vec<(Dev, String)> {
     names
 }
 
+/// The I/O scheduler of each disk that has one (`[mq-deadline]` in `queue/scheduler`;
+/// `none` and devices without a queue are left out).
+pub fn schedulers(names: &[(Dev, String)]) -> Vec<(Dev, String)> {
+    names
+        .iter()
+        .filter_map(|(dev, name)| {
+            let text =
+                fs::read_to_string(format!("/sys/class/block/{name}/queue/scheduler")).ok()?;
+            Some((*dev, active_scheduler(&text)?))
+        })
+        .collect()
+}
+
+/// `"none [mq-deadline] kyber"` -> `mq-deadline`; `None` for `none`.
+fn active_scheduler(text: &str) -> Option<String> {
+    let active = text
+        .split_whitespace()
+        .find_map(|s| s.strip_prefix('[')?.strip_suffix(']'))?;
+    (active != "none").then(|| active.to_string())
+}
+
 /// `"7:0\n"` -> `Dev { 7, 0 }`.
 pub fn parse_dev(text: &str) -> Option<Dev> {
     let (major, minor) = text.trim().split_once(':')?;
@@ -69,6 +90,16 @@ pub fn whole_disk(dev: Dev) -> Dev {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_active_scheduler_is_the_bracketed_one_unless_none() {
+        assert_eq!(
+            active_scheduler("none [mq-deadline] kyber bfq\n").as_deref(),
+            Some("mq-deadline")
+        );
+        assert_eq!(active_scheduler("[none] mq-deadline kyber bfq\n"), None);
+        assert_eq!(active_scheduler("none\n"), None);
+    }
 
     #[test]
     fn parses_dev_files() {

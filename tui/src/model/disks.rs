@@ -131,9 +131,29 @@ impl DiskBook {
                 let state = self.disks.entry(now.dev).or_default();
                 state.total.merge(&state.interval);
                 state.total_sizes.merge(&state.interval_sizes);
+                let scheduler = sample
+                    .schedulers
+                    .iter()
+                    .find(|(dev, _)| *dev == now.dev)
+                    .map(|(_, name)| name.clone());
+                // Without a scheduler the kernel still "inserts" requests (onto the dispatch
+                // list) while the split is on for another disk: no G2I / I2D to show.
+                let (now, before, start) = if scheduler.is_some() {
+                    (now.clone(), before.clone(), start.clone())
+                } else {
+                    let unsplit = |t: &DiskTotals| DiskTotals {
+                        inserted: 0,
+                        g2i_ns: 0,
+                        i2d_ns: 0,
+                        ..t.clone()
+                    };
+                    (unsplit(now), unsplit(before), unsplit(start))
+                };
+                let (now, before, start) = (&now, &before, &start);
                 let row = DiskRow {
                     dev: now.dev,
                     name: name_of(now.dev),
+                    scheduler,
                     geometry: geometry.get(&now.dev).copied().unwrap_or_default(),
                     interval: figures(
                         &delta(now, before),

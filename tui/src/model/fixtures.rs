@@ -156,6 +156,7 @@ pub fn demo_snapshot() -> Snapshot {
         dstate_now: vec![],
         dstate_time: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
+        schedulers: vec![(nvme, "mq-deadline".to_string())],
         cgroups: vec![crate::model::CgroupInfo {
             id: 9001,
             path: "/system.slice/postgresql.service".to_string(),

@@ -583,6 +583,9 @@ pub struct KernelSample {
     /// on demand: `IOTOP_BPF_CALL_LATENCY`).
     #[serde(default)]
     pub call_latency_on: bool,
+    /// The I/O scheduler of each disk that has one (not `none`), from sysfs.
+    #[serde(default)]
+    pub schedulers: Vec<(Dev, String)>,
 }
 
 /// Host-wide figures for the header, raw as the kernel prints them: cumulative (CPU jiffies)

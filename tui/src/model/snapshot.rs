@@ -130,6 +130,9 @@ pub struct DiskRow {
     pub name: String,
     /// Its block sizes (zeros when unknown).
     pub geometry: DiskGeometry,
+    /// Its I/O scheduler (`mq-deadline`, `bfq`, ...); `None` for `none` or unknown. Only
+    /// then do its figures split queue time at the insert (G2I / I2D).
+    pub scheduler: Option<String>,
     pub interval: DiskFigures,
     pub total: DiskFigures,
 }

@@ -849,3 +849,28 @@ fn host_figures_are_measured_from_the_baseline_then_from_interval_to_interval() 
     assert_eq!(second.host.iowait_pct, Some(0.0));
     assert_eq!(second.host.procs_blocked, Some(0));
 }
+
+#[test]
+fn only_a_disk_with_a_scheduler_splits_its_queue_time() {
+    let events = [io(1, "fio", LOOP0, Op::Write, 4096, 0, 10 * US, 50 * US)];
+    let mut model = Aggregator::new(Settings::default(), 0);
+    model.ingest(&events[0]);
+    let mut s = sample(1_000 * MS, &events);
+    // The kernel timed an insert (the split was on for another disk's sake).
+    s.disks[0].inserted = 1;
+    s.disks[0].g2i_ns = 2 * US;
+    s.disks[0].i2d_ns = 8 * US;
+    let none = model.tick(&s);
+    assert_eq!(none.disks[0].scheduler, None);
+    assert_eq!(none.disks[0].interval.scheduler_split_ns(), None);
+
+    let mut model = Aggregator::new(Settings::default(), 0);
+    model.ingest(&events[0]);
+    s.schedulers = vec![(LOOP0, "mq-deadline".to_string())];
+    let deadline = model.tick(&s);
+    assert_eq!(deadline.disks[0].scheduler.as_deref(), Some("mq-deadline"));
+    assert_eq!(
+        deadline.disks[0].interval.scheduler_split_ns(),
+        Some((2 * US, 8 * US))
+    );
+}

@@ -24,7 +24,7 @@ use iotop_bpf_common::{
     dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
-        LOGICAL_WRITES, STACKS,
+        LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
     },
     process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
     rwbs::RWBS_READ_LEN,
@@ -100,6 +100,8 @@ pub struct ProbeMaps {
     pub dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
     /// The on/off switch of direct I/O call latency (one entry).
     pub call_latency_on: Array<MapData, u32>,
+    /// The switch of the scheduler split (`SCHED_SPLIT_ON`).
+    pub sched_split_on: Array<MapData, u32>,
 }
 
 /// One program and the tracepoint(s) it may attach to, in order of preference.
@@ -446,6 +448,7 @@ impl Probes {
                 .context("map DIRTY_PAUSES")?,
             call_latency_on: Array::try_from(take(CALL_LATENCY_ON)?)
                 .context("map CALL_LATENCY_ON")?,
+            sched_split_on: Array::try_from(take(SCHED_SPLIT_ON)?).context("map SCHED_SPLIT_ON")?,
         })
     }
 }

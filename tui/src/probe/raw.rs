@@ -155,7 +155,8 @@ fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
         bit_fua: bit("__REQ_FUA")?,
         bit_preflush: bit("__REQ_PREFLUSH")?,
         bit_rahead: bit("__REQ_RAHEAD")?,
-        _pad: 0,
+        rq_flags: btf.member_offset("request", "rq_flags")?,
+        bit_use_sched: bit("__RQF_USE_SCHED").unwrap_or(u32::MAX),
     })
 }
 

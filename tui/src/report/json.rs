@@ -258,6 +258,10 @@ pub struct Disk<'a> {
 /// issued: in the scheduler).
 #[derive(Serialize)]
 pub struct Scheduler {
+    /// `mq-deadline`, `bfq`, `kyber`.
+    pub name: String,
+    /// Requests timed through it (the split is measured while a disk with a scheduler is
+    /// busy, so from the second interval of a burst).
     pub requests: u64,
     pub g2i_avg_us: f64,
     pub i2d_avg_us: f64,
@@ -290,11 +294,16 @@ impl<'a> From<&'a DiskRow> for Disk<'a> {
             device_histogram_us: buckets(&f.device_hist),
             read_merges: f.read_merges,
             write_merges: f.write_merges,
-            scheduler: f.scheduler_split_ns().map(|(g2i, i2d)| Scheduler {
-                requests: f.inserted,
-                g2i_avg_us: us_2(g2i),
-                i2d_avg_us: us_2(i2d),
-            }),
+            scheduler: d
+                .scheduler
+                .clone()
+                .zip(f.scheduler_split_ns())
+                .map(|(name, (g2i, i2d))| Scheduler {
+                    name,
+                    requests: f.inserted,
+                    g2i_avg_us: us_2(g2i),
+                    i2d_avg_us: us_2(i2d),
+                }),
         }
     }
 }

@@ -24,9 +24,9 @@ struct Subject {
     device: Latency,
     queue_hist: Log2Hist,
     device_hist: Log2Hist,
-    /// A disk with an I/O scheduler: queue time split as btt does (mean G2I, mean I2D, and
-    /// the share of requests that went through the scheduler, %).
-    scheduler: Option<(u64, u64, u64)>,
+    /// A disk with an I/O scheduler: its name and queue time split as btt does (mean G2I,
+    /// mean I2D, and the share of requests timed through the scheduler, %).
+    scheduler: Option<(String, u64, u64, u64)>,
     /// A process's direct I/O calls, when it made any.
     calls: Option<CallFigures>,
 }
@@ -46,9 +46,16 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
             device: f.device,
             queue_hist: f.queue_hist,
             device_hist: f.device_hist,
-            scheduler: f
-                .scheduler_split_ns()
-                .map(|(g2i, i2d)| (g2i, i2d, f.inserted * 100 / f.requests().max(f.inserted))),
+            scheduler: row.scheduler.clone().zip(f.scheduler_split_ns()).map(
+                |(name, (g2i, i2d))| {
+                    (
+                        name,
+                        g2i,
+                        i2d,
+                        f.inserted * 100 / f.requests().max(f.inserted),
+                    )
+                },
+            ),
             calls: None,
         })
     };
@@ -219,15 +226,15 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
                 units::latency(lat.p99_ns)
             )),
         ])];
-        if let Some((g2i, i2d, share)) = s.scheduler {
+        if let Some((name, g2i, i2d, share)) = &s.scheduler {
             // The same row on both sides, so the bars stay aligned.
             lines.push(if label == "queue" {
                 Line::from(vec![
-                    Span::styled("sched ", theme.key),
+                    Span::styled(format!("{name} "), theme.key),
                     Span::raw(format!(
                         "G2I {} I2D {} avg ({share}%)",
-                        units::latency(g2i),
-                        units::latency(i2d)
+                        units::latency(*g2i),
+                        units::latency(*i2d)
                     )),
                 ])
             } else {

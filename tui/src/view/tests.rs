@@ -376,18 +376,18 @@ fn a_disk_with_a_scheduler_splits_its_queue_time_as_btt_does() {
     let screen = text(&draw(100, 40, &snap, &ui));
     let sched = screen
         .lines()
-        .find(|l| l.contains("sched "))
+        .find(|l| l.contains("G2I "))
         .unwrap_or_else(|| {
             panic!("no scheduler line:\n{screen}");
         });
     assert!(
-        sched.contains("G2I 2.0us I2D 81us avg (100%)") && sched.contains("(D2C)"),
+        sched.contains("mq-deadline G2I 2.0us I2D 81us avg (100%)") && sched.contains("(D2C)"),
         "{sched}"
     );
     // loop0 has no scheduler: no split.
     ui.selected_disk = Some(Dev::new(7, 0));
     let screen = text(&draw(100, 40, &snap, &ui));
-    assert!(!screen.contains("sched "), "{screen}");
+    assert!(!screen.contains("G2I "), "{screen}");
 }
 
 #[test]
