@@ -10,7 +10,19 @@ pub const SYNC_SYNCFS: u8 = 3;
 pub const SYNC_SYNC: u8 = 4;
 /// `msync` with `MS_SYNC` (asynchronous msync writes nothing synchronously and is ignored).
 pub const SYNC_MSYNC: u8 = 5;
-pub const SYNC_KIND_COUNT: usize = 6;
+/// A write the filesystem made durable before returning (`O_DSYNC`, `RWF_DSYNC`; `O_SYNC`
+/// too where the filesystem's tracepoint does not say which): `generic_write_sync` ran the
+/// filesystem's fsync inside the write.
+pub const SYNC_DSYNC_WRITE: u8 = 6;
+/// The same for a write on an `O_SYNC` (or `RWF_SYNC`) file: data and metadata.
+pub const SYNC_OSYNC_WRITE: u8 = 7;
+/// io_uring `IORING_OP_FSYNC` (`IORING_FSYNC_DATASYNC` where the filesystem says so), from
+/// its punt to io-wq to its completion.
+pub const SYNC_URING_FSYNC: u8 = 8;
+pub const SYNC_URING_FDATASYNC: u8 = 9;
+/// io_uring `IORING_OP_SYNC_FILE_RANGE`.
+pub const SYNC_URING_SYNC_FILE_RANGE: u8 = 10;
+pub const SYNC_KIND_COUNT: usize = 11;
 
 /// `MS_SYNC` from `<sys/mman.h>`.
 pub const MS_SYNC: u64 = 4;
