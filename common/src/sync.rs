@@ -22,12 +22,19 @@ pub const SYNC_URING_FSYNC: u8 = 8;
 pub const SYNC_URING_FDATASYNC: u8 = 9;
 /// io_uring `IORING_OP_SYNC_FILE_RANGE`.
 pub const SYNC_URING_SYNC_FILE_RANGE: u8 = 10;
-pub const SYNC_KIND_COUNT: usize = 11;
+/// An io_uring write the filesystem made durable before completing it (`O_DSYNC` or
+/// `O_SYNC` file, `RWF_DSYNC`): run inline in `io_uring_enter` or punted to io-wq.
+pub const SYNC_URING_DSYNC_WRITE: u8 = 11;
+pub const SYNC_KIND_COUNT: usize = 12;
 
 /// Not a kind of record: the entry of an io-wq worker thread running a punted io_uring
 /// request that syncs, so that the block requests it creates meanwhile are the sync's own.
 /// The request's completion (in whichever thread) ends it and emits the record.
 pub const SYNC_IN_WORKER: u8 = 0xff;
+
+/// [`SyncInFlight::token`] of a synced io_uring write run inline by `io_uring_enter`: the
+/// next one of the same call, or the call's exit, ends it.
+pub const TOKEN_URING_INLINE: u64 = 1;
 
 /// io_uring opcodes (`enum io_uring_op`, UAPI).
 pub const IORING_OP_FSYNC: u8 = 3;
@@ -247,6 +254,10 @@ pub struct DurableBtf {
     /// The write system calls' numbers on this architecture: write, pwrite64, writev,
     /// pwritev, pwritev2 (`u32::MAX`: none).
     pub write_nrs: [u32; 5],
+    /// The number of `io_uring_enter` on this architecture (`u32::MAX`: synced writes that
+    /// io_uring runs inline are not followed; user space sets it only when the call's exit
+    /// tracepoint is attached, which ends them).
+    pub uring_enter_nr: u32,
     /// How the raw `io_uring_complete` passes the result: [`RAW_COMPLETE_CQE`],
     /// [`RAW_COMPLETE_RES`], or 0 (the classic tracepoint is used).
     pub raw_complete: u32,
@@ -274,6 +285,7 @@ impl DurableBtf {
         file_flags: crate::tracepoint::ABSENT,
         o_sync_bit: 0,
         write_nrs: [u32::MAX; 5],
+        uring_enter_nr: u32::MAX,
         raw_complete: 0,
     };
 

@@ -14,6 +14,12 @@
 //!   tracepoint then fires in the io-wq worker, found running that request through its
 //!   `io_worker.cur_work`, which marks the worker (its block requests are the sync's own);
 //!   `io_uring_complete` of the request, in whichever thread, ends it.
+//! - **Synced io_uring writes** (`SYNC_URING_DSYNC_WRITE`): punted ones are followed like
+//!   io_uring syncs (their worker's filesystem tracepoint notes them); one io_uring runs
+//!   inline (XFS takes buffered writes without blocking) fires the filesystem's tracepoint in
+//!   `io_uring_enter` (recognised from the registers), and ends at the next one of the same
+//!   call or at the call's exit (`sys_exit_io_uring_enter`): counted exactly, timed to within
+//!   the rest of the call's submissions.
 //!
 //! Every exit path returns at once when nothing is in progress: the write exits when no
 //! thread is in a sync (`SYNCS_ACTIVE`), the io_uring completions when no io_uring sync is
@@ -35,8 +41,8 @@ use iotop_bpf_common::{
     sync::{
         CQE_RES, DurableBtf, DurableOffsets, FdWindow, IORING_FSYNC_DATASYNC, IORING_OP_FSYNC,
         IORING_OP_SYNC_FILE_RANGE, RAW_COMPLETE_CQE, SYNC_DSYNC_WRITE, SYNC_IN_WORKER,
-        SYNC_OSYNC_WRITE, SYNC_URING_FDATASYNC, SYNC_URING_FSYNC, SYNC_URING_SYNC_FILE_RANGE,
-        SyncInFlight, UringSync,
+        SYNC_OSYNC_WRITE, SYNC_URING_DSYNC_WRITE, SYNC_URING_FDATASYNC, SYNC_URING_FSYNC,
+        SYNC_URING_SYNC_FILE_RANGE, SyncInFlight, TOKEN_URING_INLINE, UringSync,
     },
     tracepoint::ABSENT,
 };
@@ -106,7 +112,7 @@ pub fn durable_ext4_exit(ctx: TracePointContext) -> u32 {
     let call = unsafe { *call };
     match call.kind {
         SYNC_IN_WORKER => forget(pid_tgid),
-        SYNC_DSYNC_WRITE | SYNC_OSYNC_WRITE => {
+        SYNC_DSYNC_WRITE | SYNC_OSYNC_WRITE | SYNC_URING_DSYNC_WRITE => {
             let o = DURABLE_OFFSETS.load();
             let ret = Window::read(&ctx)
                 .and_then(|w| w.u32(o.ext4_ret))
@@ -147,7 +153,8 @@ pub fn durable_btrfs(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// `sys_exit_write`, `_pwrite64`, `_writev`, `_pwritev`, `_pwritev2`: ends a synced write
+/// `sys_exit_write`, `_pwrite64`, `_writev`, `_pwritev`, `_pwritev2` (and
+/// `sys_exit_io_uring_enter`, for writes io_uring ran inline): ends a synced write
 /// that no filesystem exit tracepoint ended. Runs on every write system call of the host:
 /// one array load while no thread is in a sync.
 #[tracepoint]
@@ -163,6 +170,9 @@ pub fn durable_write_exit(ctx: TracePointContext) -> u32 {
     let call = unsafe { *call };
     if call.kind == SYNC_DSYNC_WRITE || call.kind == SYNC_OSYNC_WRITE {
         finish(pid_tgid, &call, syscall_ret(&ctx));
+    } else if call.kind == SYNC_URING_DSYNC_WRITE && call.token == TOKEN_URING_INLINE {
+        // io_uring_enter's result is no write's.
+        finish(pid_tgid, &call, 0);
     }
     0
 }
@@ -174,10 +184,15 @@ fn synced(dev: u32, ino: u64, datasync: Option<bool>, has_exit: bool) {
     let pid_tgid = bpf_get_current_pid_tgid();
     if any_sync_active()
         && let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid)
-        // SAFETY: a valid map value.
-        && unsafe { (*call).kind } != SYNC_IN_WORKER
     {
-        return; // inside fsync, fdatasync, msync... (or a write already counted)
+        // SAFETY: copied out of a valid map value.
+        let call = unsafe { *call };
+        if call.kind == SYNC_URING_DSYNC_WRITE && call.token == TOKEN_URING_INLINE {
+            // The previous synced write of this io_uring_enter ends where this one begins.
+            finish(pid_tgid, &call, 0);
+        } else if call.kind != SYNC_IN_WORKER {
+            return; // inside fsync, fdatasync, msync... (or a write already counted)
+        }
     }
     let btf = DURABLE_BTF.load();
     let now = unsafe { bpf_ktime_get_ns() };
@@ -189,11 +204,27 @@ fn synced(dev: u32, ino: u64, datasync: Option<bool>, has_exit: bool) {
     }
     // A write system call that synced? Its fd is its first argument.
     let fd = if btf.reads_registers() {
-        match write_syscall_fd(&btf) {
-            Some(fd) => fd,
+        match writer(&btf) {
+            Writer::Syscall(fd) => fd,
+            // A write io_uring runs inline: its exit (or the next one) ends it.
+            Writer::UringEnter => {
+                begin(
+                    pid_tgid,
+                    &SyncInFlight {
+                        start_ns: now,
+                        token: TOKEN_URING_INLINE,
+                        ino,
+                        fs_dev: dev,
+                        fd: -1,
+                        kind: SYNC_URING_DSYNC_WRITE,
+                        _pad: [0; 7],
+                    },
+                );
+                return;
+            }
             // Some other context (a kernel thread, aio, splice): not a write this probe
             // follows to its end.
-            None => return,
+            Writer::Other => return,
         }
     } else if has_exit {
         -1
@@ -231,14 +262,27 @@ fn opened_o_sync(btf: &DurableBtf, fd: i32) -> bool {
         .is_ok_and(|flags| flags & btf.o_sync_bit != 0)
 }
 
-/// The fd of the write system call the current thread is in, from its user registers;
-/// `None` in any other context.
+/// What the current thread is in when its data is made durable.
+enum Writer {
+    /// A write system call, on this fd.
+    Syscall(i32),
+    /// `io_uring_enter`, running a write inline.
+    UringEnter,
+    Other,
+}
+
+/// The system call the current thread is in, from its user registers.
 #[inline(always)]
-fn write_syscall_fd(btf: &DurableBtf) -> Option<i32> {
+fn writer(btf: &DurableBtf) -> Writer {
     // SAFETY: helpers without preconditions; the registers are read through
     // bpf_probe_read_kernel only.
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as u64;
-    let nr: u64 = file::read(regs, btf.regs_nr).ok()?;
+    let Ok(nr) = file::read::<u64>(regs, btf.regs_nr) else {
+        return Writer::Other;
+    };
+    if btf.uring_enter_nr != u32::MAX && nr == u64::from(btf.uring_enter_nr) {
+        return Writer::UringEnter;
+    }
     let mut i = 0;
     let mut found = false;
     while i < btf.write_nrs.len() {
@@ -248,10 +292,12 @@ fn write_syscall_fd(btf: &DurableBtf) -> Option<i32> {
         i += 1;
     }
     if !found {
-        return None;
+        return Writer::Other;
     }
-    let fd: u64 = file::read(regs, btf.regs_arg0).ok()?;
-    Some(fd as i32)
+    match file::read::<u64>(regs, btf.regs_arg0) {
+        Ok(fd) => Writer::Syscall(fd as i32),
+        Err(()) => Writer::Other,
+    }
 }
 
 /// The io_uring request the current thread runs, if it is an io-wq worker.
@@ -297,11 +343,7 @@ fn in_worker(
         return;
     }
     // Another punted request made its data durable: an O_DSYNC write through io_uring.
-    let kind = if datasync == Some(false) {
-        SYNC_OSYNC_WRITE
-    } else {
-        SYNC_DSYNC_WRITE
-    };
+    let kind = SYNC_URING_DSYNC_WRITE;
     if has_exit {
         begin(
             pid_tgid,

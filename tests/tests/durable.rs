@@ -343,6 +343,54 @@ fn io_uring_fsyncs_are_counted_on_xfs() {
     io_uring_fsyncs_on("xfs", "--fdatasync=1", "io_uring fdatasync");
 }
 
+/// `fio --ioengine=io_uring --sync=dsync`: writes on an O_DSYNC file through io_uring, run
+/// inline by io_uring_enter (XFS takes them without blocking) or punted to io-wq (ext4).
+fn io_uring_dsync_writes_on(fs_kind: &str) {
+    const WRITES: u64 = 256;
+    let fs = LoopFs::new(fs_kind, 512);
+    let run_ = JsonRun::start(&[]);
+    let mut child = Command::new("fio")
+        .args([
+            "--name=uring-dsync",
+            "--thread",
+            &format!("--directory={}", fs.mountpoint.display()),
+            "--ioengine=io_uring",
+            "--rw=write",
+            "--bs=4k",
+            &format!("--size={}", WRITES * 4096),
+            "--sync=dsync",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run fio");
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(1_500));
+    let intervals = run_.stop();
+    let kinds = kinds_of(&intervals, pid);
+    eprintln!("io_uring O_DSYNC writes on {fs_kind}: {WRITES} writes, iotop-bpf {kinds:?}");
+    assert_eq!(
+        kinds,
+        BTreeMap::from([("io_uring O_DSYNC write".to_string(), WRITES)]),
+        "every io_uring O_DSYNC write counted once on {fs_kind}"
+    );
+    assert!(
+        sum(&intervals, pid, "sync_write_bytes") >= WRITES * 4096 * 9 / 10,
+        "the pages each wrote are its own"
+    );
+    assert!(findings_of(&intervals, "write_amplification", pid).is_empty());
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn io_uring_dsync_writes_are_counted_on_ext4_and_xfs() {
+    if !require_root("io_uring_dsync_writes_are_counted_on_ext4_and_xfs") {
+        return;
+    }
+    io_uring_dsync_writes_on("ext4");
+    io_uring_dsync_writes_on("xfs");
+}
+
 #[test]
 #[ignore = "needs root: run with `cargo xtask test`"]
 fn check_lists_how_each_sync_source_is_traced() {
@@ -355,6 +403,8 @@ fn check_lists_how_each_sync_source_is_traced() {
         "sync source: O_SYNC/O_DSYNC/RWF_DSYNC writes on ext4: ext4:ext4_sync_file_enter/exit in the writer (fd from its registers)",
         "sync source: O_SYNC/O_DSYNC/RWF_DSYNC writes on XFS: xfs:xfs_file_fsync in the writer, ended by the write's exit",
         "sync source: io_uring IORING_OP_FSYNC (fdatasync too), IORING_OP_SYNC_FILE_RANGE: io_uring:io_uring_queue_async_work to io_uring_complete (raw); the io-wq worker's writes are the sync's own",
+        "sync source: io_uring writes on O_SYNC/O_DSYNC files or with RWF_DSYNC: punted ones from the filesystem's tracepoint in the io-wq worker to io_uring_complete; inline ones from the filesystem's tracepoint in io_uring_enter",
+        "attached: syscalls:sys_exit_io_uring_enter",
         "attached: raw_tp:io_uring_complete",
         "attached: syscalls:sys_exit_pwritev2",
     ] {

@@ -12,8 +12,8 @@ use iotop_bpf_common::{
     hist::SLOTS,
     sync::{
         SYNC_DSYNC_WRITE, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC,
-        SYNC_OSYNC_WRITE, SYNC_SYNC, SYNC_SYNCFS, SYNC_URING_FDATASYNC, SYNC_URING_FSYNC,
-        SYNC_URING_SYNC_FILE_RANGE,
+        SYNC_OSYNC_WRITE, SYNC_SYNC, SYNC_SYNCFS, SYNC_URING_DSYNC_WRITE, SYNC_URING_FDATASYNC,
+        SYNC_URING_FSYNC, SYNC_URING_SYNC_FILE_RANGE,
     },
 };
 
@@ -243,6 +243,8 @@ pub enum SyncKind {
     UringFsync,
     UringFdatasync,
     UringSyncFileRange,
+    /// An io_uring write on an `O_DSYNC` or `O_SYNC` file (or with `RWF_DSYNC`).
+    UringDsyncWrite,
 }
 
 impl SyncKind {
@@ -259,6 +261,7 @@ impl SyncKind {
             SYNC_URING_FSYNC => Self::UringFsync,
             SYNC_URING_FDATASYNC => Self::UringFdatasync,
             SYNC_URING_SYNC_FILE_RANGE => Self::UringSyncFileRange,
+            SYNC_URING_DSYNC_WRITE => Self::UringDsyncWrite,
             _ => return None,
         })
     }
@@ -276,6 +279,7 @@ impl SyncKind {
             Self::UringFsync => "io_uring fsync",
             Self::UringFdatasync => "io_uring fdatasync",
             Self::UringSyncFileRange => "io_uring sync_file_range",
+            Self::UringDsyncWrite => "io_uring O_DSYNC write",
         }
     }
 
@@ -292,6 +296,7 @@ impl SyncKind {
         Self::UringFsync,
         Self::UringFdatasync,
         Self::UringSyncFileRange,
+        Self::UringDsyncWrite,
     ];
 
     /// Calls that make metadata durable, i.e. may wait for a journal commit
@@ -311,7 +316,10 @@ impl SyncKind {
     pub fn payload_measured(self) -> bool {
         !matches!(
             self,
-            Self::UringFsync | Self::UringFdatasync | Self::UringSyncFileRange
+            Self::UringFsync
+                | Self::UringFdatasync
+                | Self::UringSyncFileRange
+                | Self::UringDsyncWrite
         )
     }
 }

@@ -117,7 +117,7 @@ pub fn plan(
         },
     });
 
-    let b = durable_btf(btf, kernel);
+    let mut b = durable_btf(btf, kernel);
     let registers = if b.reads_registers() {
         Ok(())
     } else {
@@ -145,6 +145,15 @@ pub fn plan(
         }
     }
     let writes_end = write_exits.len() == 5 && ret == syscalls.ret;
+    // io_uring_enter's exit ends the synced writes io_uring runs inline.
+    #[cfg(target_arch = "x86_64")]
+    let uring_enter_exit = writes_end
+        && b.reads_registers()
+        && formats
+            .format("syscalls", "sys_exit_io_uring_enter")?
+            .is_some_and(|format| field(&format, "ret", 8, 8) == Some(ret));
+    #[cfg(not(target_arch = "x86_64"))]
+    let uring_enter_exit = false;
 
     // ext4: entry and exit.
     let ext4 = match (
@@ -226,6 +235,11 @@ pub fn plan(
         for name in &write_exits {
             attach.push(("durable_write_exit", "syscalls", name));
         }
+        #[cfg(target_arch = "x86_64")]
+        if uring_enter_exit {
+            attach.push(("durable_write_exit", "syscalls", "sys_exit_io_uring_enter"));
+            b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
+        }
         attach.extend(entries);
     }
     for (name, fs, status) in [
@@ -284,9 +298,27 @@ pub fn plan(
             "io_uring IORING_OP_FSYNC/SYNC_FILE_RANGE: not traced ({why})"
         ));
     }
+    let inline = if b.uring_enter_nr == u32::MAX {
+        "inline ones not followed (no syscalls:sys_exit_io_uring_enter, registers or write exits)"
+    } else {
+        "inline ones from the filesystem's tracepoint in io_uring_enter to the next one or the call's exit"
+    };
+    let uring_writes = match &uring {
+        Ok(_) if b.finds_workers() => Ok(format!(
+            "punted ones from the filesystem's tracepoint in the io-wq worker to io_uring_complete; {inline}"
+        )),
+        Ok(_) => {
+            Err("io-wq workers not recognised (no kernel BTF for io_worker/io_kiocb)".to_string())
+        }
+        Err(why) => Err(why.clone()),
+    };
     sources.push(SyncSource {
         name: "io_uring IORING_OP_FSYNC (fdatasync too), IORING_OP_SYNC_FILE_RANGE",
         status: uring,
+    });
+    sources.push(SyncSource {
+        name: "io_uring writes on O_SYNC/O_DSYNC files or with RWF_DSYNC",
+        status: uring_writes,
     });
     sources.push(SyncSource {
         name: "FUA writes",

@@ -356,7 +356,8 @@ pub struct Process<'a> {
     pub syncs: u64,
     /// Calls per kind: `fsync`, `fdatasync`, `sync_file_range`, `syncfs`, `sync`, `msync`,
     /// `O_DSYNC write`, `O_SYNC write` (writes the filesystem made durable before
-    /// returning), `io_uring fsync`, `io_uring fdatasync`, `io_uring sync_file_range`.
+    /// returning), `io_uring fsync`, `io_uring fdatasync`, `io_uring sync_file_range`,
+    /// `io_uring O_DSYNC write` (an io_uring write on an `O_DSYNC`/`O_SYNC` file).
     pub sync_kinds: std::collections::BTreeMap<&'static str, u64>,
     pub sync_errors: u64,
     pub sync_latency_us: Percentiles,

@@ -292,14 +292,14 @@ fn kinds(kinds: &[(&str, u64)]) -> String {
 }
 
 fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &Theme) {
-    // The call column fits the longest kind shown (`io_uring fdatasync`).
+    // The call column fits the longest kind shown (`io_uring O_DSYNC write`).
     let call_width = row
         .recent_syncs
         .iter()
         .map(|c| c.kind.name().len())
         .max()
         .unwrap_or(0)
-        .clamp(9, 18);
+        .clamp(9, 22);
     let rows: Vec<Row> = row
         .recent_syncs
         .iter()
@@ -329,7 +329,7 @@ fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &The
     let table = Table::new(
         rows,
         [
-            Constraint::Length(u16::try_from(call_width).unwrap_or(18)),
+            Constraint::Length(u16::try_from(call_width).unwrap_or(22)),
             Constraint::Length(3),
             Constraint::Length(7),
             Constraint::Length(6),
