@@ -95,4 +95,6 @@ mod pod {
     unsafe impl aya::Pod for crate::throttle::CallSlot {}
     unsafe impl aya::Pod for crate::throttle::DirtyTotals {}
     unsafe impl aya::Pod for crate::throttle::DirtyOffsets {}
+    unsafe impl aya::Pod for crate::sync::DurableOffsets {}
+    unsafe impl aya::Pod for crate::sync::DurableBtf {}
 }

@@ -10,7 +10,35 @@ pub const SYNC_SYNCFS: u8 = 3;
 pub const SYNC_SYNC: u8 = 4;
 /// `msync` with `MS_SYNC` (asynchronous msync writes nothing synchronously and is ignored).
 pub const SYNC_MSYNC: u8 = 5;
-pub const SYNC_KIND_COUNT: usize = 6;
+/// A write the filesystem made durable before returning (`O_DSYNC`, `RWF_DSYNC`; `O_SYNC`
+/// too where the filesystem's tracepoint does not say which): `generic_write_sync` ran the
+/// filesystem's fsync inside the write.
+pub const SYNC_DSYNC_WRITE: u8 = 6;
+/// The same for a write on an `O_SYNC` (or `RWF_SYNC`) file: data and metadata.
+pub const SYNC_OSYNC_WRITE: u8 = 7;
+/// io_uring `IORING_OP_FSYNC` (`IORING_FSYNC_DATASYNC` where the filesystem says so), from
+/// its punt to io-wq to its completion.
+pub const SYNC_URING_FSYNC: u8 = 8;
+pub const SYNC_URING_FDATASYNC: u8 = 9;
+/// io_uring `IORING_OP_SYNC_FILE_RANGE`.
+pub const SYNC_URING_SYNC_FILE_RANGE: u8 = 10;
+/// An io_uring write the filesystem made durable before completing it (`O_DSYNC` or
+/// `O_SYNC` file, `RWF_DSYNC`): run inline in `io_uring_enter` or punted to io-wq.
+pub const SYNC_URING_DSYNC_WRITE: u8 = 11;
+pub const SYNC_KIND_COUNT: usize = 12;
+
+/// Not a kind of record: the entry of an io-wq worker thread running a punted io_uring
+/// request that syncs, so that the block requests it creates meanwhile are the sync's own.
+/// The request's completion (in whichever thread) ends it and emits the record.
+pub const SYNC_IN_WORKER: u8 = 0xff;
+
+/// [`SyncInFlight::token`] of a synced io_uring write run inline by `io_uring_enter`: the
+/// next one of the same call, or the call's exit, ends it.
+pub const TOKEN_URING_INLINE: u64 = 1;
+
+/// io_uring opcodes (`enum io_uring_op`, UAPI).
+pub const IORING_OP_FSYNC: u8 = 3;
+pub const IORING_OP_SYNC_FILE_RANGE: u8 = 8;
 
 /// `MS_SYNC` from `<sys/mman.h>`.
 pub const MS_SYNC: u64 = 4;
@@ -109,10 +137,170 @@ pub const GLOBAL_FILE_OFFSETS: &str = "FILE_OFFSETS";
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct SyncInFlight {
     pub start_ns: u64,
+    /// For [`SYNC_IN_WORKER`]: the io_uring request (`struct io_kiocb *`) the worker runs.
+    pub token: u64,
+    /// The file as a filesystem tracepoint named it (inode, the kernel `dev_t` of its
+    /// filesystem; 0 when unknown): a synced write whose fd is unknown.
+    pub ino: u64,
+    pub fs_dev: u32,
+    /// -1 when unknown or without a file.
     pub fd: i32,
     pub kind: u8,
-    pub _pad: [u8; 3],
+    pub _pad: [u8; 7],
 }
+
+/// A punted io_uring request that syncs, from its punt to io-wq to its completion; keyed by
+/// the request (`struct io_kiocb *`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct UringSync {
+    pub start_ns: u64,
+    /// The submitting thread (its tgid is the process's).
+    pub pid_tgid: u64,
+    /// The file as the filesystem's tracepoint named it in the worker (0 until then).
+    pub ino: u64,
+    /// The io-wq worker thread that ran it, once a filesystem tracepoint saw it (0 before).
+    pub worker: u32,
+    pub fs_dev: u32,
+    pub kind: u8,
+    pub _pad: [u8; 7],
+    /// The submitter's command name.
+    pub comm: [u8; COMM_LEN],
+}
+
+/// `IORING_FSYNC_DATASYNC` in an `IORING_OP_FSYNC`'s `fsync_flags` (UAPI).
+pub const IORING_FSYNC_DATASYNC: u32 = 1;
+
+/// Offsets of the fields of the tracepoints that see data made durable outside the sync
+/// system calls (from tracefs `format` files; [`crate::tracepoint::ABSENT`] when the
+/// tracepoint or field is missing): the filesystems' own fsync tracepoints, which also fire
+/// for `O_SYNC`/`O_DSYNC` writes, and io_uring's punt and completion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DurableOffsets {
+    /// `ext4:ext4_sync_file_enter`: `dev`, `ino`, `datasync`.
+    pub ext4_dev: u32,
+    pub ext4_ino: u32,
+    pub ext4_datasync: u32,
+    /// `ext4:ext4_sync_file_exit`: `ret`.
+    pub ext4_ret: u32,
+    /// `xfs:xfs_file_fsync`: `dev`, `ino`.
+    pub xfs_dev: u32,
+    pub xfs_ino: u32,
+    /// `btrfs:btrfs_sync_file`: `ino`, `datasync` (its device is a UUID, not a `dev_t`).
+    pub btrfs_ino: u32,
+    pub btrfs_datasync: u32,
+    /// `io_uring:io_uring_queue_async_work`: `req`, `opcode`.
+    pub punt_req: u32,
+    pub punt_opcode: u32,
+    /// `io_uring:io_uring_complete`: `req`, `res`.
+    pub complete_req: u32,
+    pub complete_res: u32,
+}
+
+impl DurableOffsets {
+    pub const ABSENT: Self = Self {
+        ext4_dev: crate::tracepoint::ABSENT,
+        ext4_ino: crate::tracepoint::ABSENT,
+        ext4_datasync: crate::tracepoint::ABSENT,
+        ext4_ret: crate::tracepoint::ABSENT,
+        xfs_dev: crate::tracepoint::ABSENT,
+        xfs_ino: crate::tracepoint::ABSENT,
+        btrfs_ino: crate::tracepoint::ABSENT,
+        btrfs_datasync: crate::tracepoint::ABSENT,
+        punt_req: crate::tracepoint::ABSENT,
+        punt_opcode: crate::tracepoint::ABSENT,
+        complete_req: crate::tracepoint::ABSENT,
+        complete_res: crate::tracepoint::ABSENT,
+    };
+}
+
+pub const GLOBAL_DURABLE_OFFSETS: &str = "DURABLE_OFFSETS";
+
+/// What the probes of synced writes and io_uring syncs read in kernel objects, at offsets
+/// found in BTF ([`crate::tracepoint::ABSENT`]: unknown; a feature whose offsets are unknown
+/// is switched off by its `use_*` flag).
+///
+/// - A filesystem sync tracepoint fires inside the write that synced, so the write's fd and
+///   system call number are in the thread's user registers (`bpf_task_pt_regs`).
+/// - An io-wq worker is recognised by its `task->worker_private`, a `struct io_worker` whose
+///   `task` is the thread itself; its `cur_work` is the `work` member of the request it runs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DurableBtf {
+    /// 1 when the thread's user registers are read (`bpf_task_pt_regs`, 5.15+).
+    pub use_regs: u32,
+    /// `pt_regs`: the first system call argument and the system call number (x86-64 `di`
+    /// and `orig_ax`).
+    pub regs_arg0: u32,
+    pub regs_nr: u32,
+    /// 1 when io-wq workers are recognised: `task_struct.worker_private`, `io_worker.task`,
+    /// `io_worker.cur_work`, `io_kiocb.work`.
+    pub use_workers: u32,
+    pub task_worker_private: u32,
+    pub worker_task: u32,
+    pub worker_cur_work: u32,
+    pub req_work: u32,
+    /// `io_kiocb.file` (0 on 6.x: the first member of a union).
+    pub req_file: u32,
+    /// Where an `IORING_OP_FSYNC`'s flags are: `io_kiocb.cmd` + `io_sync.flags`.
+    pub req_sync_flags: u32,
+    /// `file.f_flags`, and the `O_SYNC` bit that `O_DSYNC` lacks (`__O_SYNC`, per arch).
+    pub file_flags: u32,
+    pub o_sync_bit: u32,
+    /// The write system calls' numbers on this architecture: write, pwrite64, writev,
+    /// pwritev, pwritev2 (`u32::MAX`: none).
+    pub write_nrs: [u32; 5],
+    /// The number of `io_uring_enter` on this architecture (`u32::MAX`: synced writes that
+    /// io_uring runs inline are not followed; user space sets it only when the call's exit
+    /// tracepoint is attached, which ends them).
+    pub uring_enter_nr: u32,
+    /// How the raw `io_uring_complete` passes the result: [`RAW_COMPLETE_CQE`],
+    /// [`RAW_COMPLETE_RES`], or 0 (the classic tracepoint is used).
+    pub raw_complete: u32,
+}
+
+/// Raw `io_uring_complete(ctx, req, struct io_uring_cqe *cqe)` (6.3+): `res` in the CQE.
+pub const RAW_COMPLETE_CQE: u32 = 1;
+/// Raw `io_uring_complete(ctx, req, user_data, int res, cflags, extra1, extra2)`.
+pub const RAW_COMPLETE_RES: u32 = 2;
+/// `io_uring_cqe.res` (UAPI: after the 64-bit `user_data`).
+pub const CQE_RES: u32 = 8;
+
+impl DurableBtf {
+    pub const ABSENT: Self = Self {
+        use_regs: 0,
+        regs_arg0: crate::tracepoint::ABSENT,
+        regs_nr: crate::tracepoint::ABSENT,
+        use_workers: 0,
+        task_worker_private: crate::tracepoint::ABSENT,
+        worker_task: crate::tracepoint::ABSENT,
+        worker_cur_work: crate::tracepoint::ABSENT,
+        req_work: crate::tracepoint::ABSENT,
+        req_file: crate::tracepoint::ABSENT,
+        req_sync_flags: crate::tracepoint::ABSENT,
+        file_flags: crate::tracepoint::ABSENT,
+        o_sync_bit: 0,
+        write_nrs: [u32::MAX; 5],
+        uring_enter_nr: u32::MAX,
+        raw_complete: 0,
+    };
+
+    /// Whether the write system call that synced can be recognised (and its fd read).
+    pub fn reads_registers(&self) -> bool {
+        self.use_regs != 0
+    }
+
+    /// Whether io-wq workers can be recognised and their request found.
+    pub fn finds_workers(&self) -> bool {
+        self.use_workers != 0
+    }
+}
+
+pub const GLOBAL_DURABLE_BTF: &str = "DURABLE_BTF";
 
 /// Key of the per-fd logical write counters.
 #[repr(C)]

@@ -96,6 +96,12 @@ pub fn fs_dev_of(file: u64) -> Result<u32, ()> {
 /// The current task's file `fd`.
 #[inline(always)]
 pub fn of_fd(fd: i32) -> Result<FileIdentity, ()> {
+    of_file(file_of_fd(fd)?, None)
+}
+
+/// The current task's `struct file *` of `fd`.
+#[inline(always)]
+pub fn file_of_fd(fd: i32) -> Result<u64, ()> {
     let o = FILE_OFFSETS.load();
     if o.task_files == 0 || fd < 0 {
         return Err(());
@@ -109,5 +115,5 @@ pub fn of_fd(fd: i32) -> Result<FileIdentity, ()> {
         return Err(());
     }
     let array: u64 = read(fdt, o.fdt_fd)?;
-    of_file(read(array, (fd as u32) * 8)?, None)
+    read(array, (fd as u32) * 8)
 }

@@ -15,6 +15,7 @@
 mod blame;
 mod block;
 mod dio;
+mod durable;
 mod exit;
 mod fields;
 mod file;

@@ -44,7 +44,7 @@ static SYNCS_ACTIVE: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Adds `delta` (two's complement) to [`SYNCS_ACTIVE`], atomically across CPUs.
 #[inline(always)]
-fn syncs_active_add(delta: u64) {
+pub fn syncs_active_add(delta: u64) {
     if let Some(count) = SYNCS_ACTIVE.get_ptr_mut(0) {
         // SAFETY: a valid, aligned map value.
         unsafe { atomic_add(count, delta) };
@@ -57,7 +57,7 @@ fn syncs_active_add(delta: u64) {
 /// # Safety
 /// `target` is a valid, aligned map value.
 #[inline(always)]
-unsafe fn atomic_add(target: *mut u64, delta: u64) {
+pub unsafe fn atomic_add(target: *mut u64, delta: u64) {
     // SAFETY: the caller's.
     unsafe {
         core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
@@ -93,21 +93,37 @@ fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
     };
     let call = SyncInFlight {
         start_ns: unsafe { bpf_ktime_get_ns() },
+        token: 0,
+        ino: 0,
+        fs_dev: 0,
         fd,
         kind,
-        _pad: [0; 3],
+        _pad: [0; 7],
     };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    // Counted once per thread: a call over one never seen to return replaces it.
+    begin(bpf_get_current_pid_tgid(), &call);
+    0
+}
+
+/// Enters the thread in [`SYNCS_IN_FLIGHT`], counted once per thread: a call over one never
+/// seen to return replaces it.
+#[inline(always)]
+pub fn begin(pid_tgid: u64, call: &SyncInFlight) {
     if SYNCS_IN_FLIGHT
-        .insert(&pid_tgid, &call, u64::from(BPF_NOEXIST))
+        .insert(&pid_tgid, call, u64::from(BPF_NOEXIST))
         .is_ok()
     {
         syncs_active_add(1);
     } else {
-        let _ = SYNCS_IN_FLIGHT.insert(&pid_tgid, &call, u64::from(BPF_ANY));
+        let _ = SYNCS_IN_FLIGHT.insert(&pid_tgid, call, u64::from(BPF_ANY));
     }
-    0
+}
+
+/// Takes the thread out of [`SYNCS_IN_FLIGHT`].
+#[inline(always)]
+pub fn forget(pid_tgid: u64) {
+    if SYNCS_IN_FLIGHT.remove(&pid_tgid).is_ok() {
+        syncs_active_add(u64::MAX);
+    }
 }
 
 #[tracepoint]
@@ -154,18 +170,52 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
     };
     // SAFETY: copied out before the entry is removed.
     let call = unsafe { *call };
-    if SYNCS_IN_FLIGHT.remove(&pid_tgid).is_ok() {
-        syncs_active_add(u64::MAX);
-    }
-    let now = unsafe { bpf_ktime_get_ns() };
+    finish(pid_tgid, &call, syscall_ret(&ctx));
+    0
+}
+
+/// The system call's return value, from a `sys_exit_*` tracepoint.
+#[inline(always)]
+pub fn syscall_ret(ctx: &TracePointContext) -> i64 {
     let offsets = SYSCALL_OFFSETS.load();
-    let ret = Window::read(&ctx)
+    Window::read(ctx)
         .and_then(|w| w.u64(offsets.ret))
-        .map_or(0, |r| r as i64);
+        .map_or(0, |r| r as i64)
+}
+
+/// The thread's call `call` ended with `ret`: out of [`SYNCS_IN_FLIGHT`], and its record.
+#[inline(always)]
+pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
+    forget(pid_tgid);
     let tgid = (pid_tgid >> 32) as u32;
+    let window = take_window(tgid, call.fd);
+    let file = match file::of_fd(call.fd) {
+        Ok(file) => file,
+        // A synced write whose fd is unknown: the file as its filesystem's tracepoint named it.
+        Err(()) => FileIdentity {
+            ino: call.ino,
+            fs_dev: call.fs_dev,
+            ..FileIdentity::UNKNOWN
+        },
+    };
+    emit(
+        pid_tgid,
+        call.start_ns,
+        ret,
+        call.kind,
+        call.fd,
+        window,
+        &file,
+        bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    );
+}
+
+/// What the process wrote to `fd` since the fd's last sync; the window starts again.
+#[inline(always)]
+fn take_window(tgid: u32, fd: i32) -> FdWindow {
     let mut window = FdWindow::default();
-    if call.fd >= 0
-        && let Some(stored) = FD_WINDOWS.get_ptr_mut(&FdKey { tgid, fd: call.fd })
+    if fd >= 0
+        && let Some(stored) = FD_WINDOWS.get_ptr_mut(&FdKey { tgid, fd })
     {
         // SAFETY: a valid map value. Not atomic (the BPF target has no atomic swap in
         // core): a write on another CPU between the read and the reset can be lost.
@@ -174,10 +224,29 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
             *stored = FdWindow::default();
         }
     }
-    let file = file::of_fd(call.fd).unwrap_or(FileIdentity::UNKNOWN);
+    window
+}
+
+/// One [`SyncCallRecord`] for a finished sync of thread `pid_tgid`.
+#[inline(always)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "inlined: the fields of one record"
+)]
+pub fn emit(
+    pid_tgid: u64,
+    start_ns: u64,
+    ret: i64,
+    kind: u8,
+    fd: i32,
+    window: FdWindow,
+    file: &FileIdentity,
+    comm: [u8; COMM_LEN],
+) {
+    let now = unsafe { bpf_ktime_get_ns() };
     let Some(mut slot) = EVENTS.reserve::<SyncCallRecord>(0) else {
         bump(iotop_bpf_common::maps::COUNTER_RING_DROPPED);
-        return 0;
+        return;
     };
     slot.write(SyncCallRecord {
         header: RecordHeader {
@@ -185,25 +254,24 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
             size: core::mem::size_of::<SyncCallRecord>() as u16,
             _reserved: 0,
         },
-        start_ns: call.start_ns,
+        start_ns,
         end_ns: now,
         ret,
         window_bytes: window.bytes,
         window_writes: window.writes,
         ino: file.ino,
-        tgid,
+        tgid: (pid_tgid >> 32) as u32,
         pid: pid_tgid as u32,
-        fd: call.fd,
+        fd,
         fs_dev: file.fs_dev,
-        kind: call.kind,
+        kind,
         blkbits: file.blkbits,
         _pad: [0; 6],
-        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+        comm,
         name: file.name,
         parent: file.parent,
     });
     submit(slot);
-    0
 }
 
 /// Adds `bytes` to the process's total and to its fd's window.

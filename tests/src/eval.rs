@@ -1,6 +1,7 @@
 //! The evaluation corpus: real programs (SQLite, fio job files, tar, dd, cp, cat, Python
-//! loggers) on loop-backed ext4 and XFS with 1 KiB and 4 KiB blocks, each judged by the
-//! findings iotop-bpf raises while it runs, against what an engineer would expect.
+//! loggers, O_DSYNC writers, io_uring fsyncs) on loop-backed ext4 and XFS with 1 KiB and
+//! 4 KiB blocks, each judged by the findings iotop-bpf raises while it runs, against what an
+//! engineer would expect.
 //!
 //! Each workload runs on its own fresh filesystem under its own `iotop-bpf --json`. A
 //! finding belongs to the workload when its process is the workload's shell or one of its
@@ -214,6 +215,53 @@ pub const CORPUS: &[Workload] = &[
         expect: &[&["write_amplification"]],
         tolerate: &["flush_heavy", "sync_storm"],
         file: "mail/m",
+    },
+    Workload {
+        name: "dd-dsync",
+        about: "dd bs=128 count=300 oflag=dsync: each write syncs itself, no fsync",
+        command: "sh \"$CORPUS/dd-dsync.sh\"",
+        filesystems: &[EXT4_4K, XFS_1K],
+        expect: &[&["write_amplification"]],
+        tolerate: &["flush_heavy", "sync_storm"],
+        file: "dd.out",
+    },
+    Workload {
+        name: "dsync-logger",
+        about: "python: 64-512 B records to an O_DSYNC file",
+        command: "python3 \"$CORPUS/dsync-logger.py\" 3",
+        filesystems: &[XFS_4K, EXT4_1K],
+        expect: &[&["write_amplification"]],
+        tolerate: &["flush_heavy", "sync_storm"],
+        file: "dsync.log",
+    },
+    Workload {
+        name: "dd-dsync-1m",
+        about: "dd bs=1M count=64 oflag=dsync: whole megabytes, each synced",
+        command: "sh \"$CORPUS/dd-dsync-1m.sh\"",
+        filesystems: &[EXT4_4K, XFS_1K],
+        expect: &[],
+        tolerate: &[],
+        file: "",
+    },
+    Workload {
+        name: "fio-uring-fsync",
+        about: "fio --ioengine=io_uring --bs=4k --fsync=1: an io_uring fsync per 4 KiB write",
+        command: "sh \"$CORPUS/fio-uring-fsync.sh\"",
+        filesystems: &[EXT4_4K, XFS_1K],
+        // The payload of io_uring writes is not measured: no amplification ratio, but each
+        // fsync writing about one page itself, over and over, is a storm.
+        expect: &[&["sync_storm"]],
+        tolerate: &["flush_heavy"],
+        file: "uring.0.0",
+    },
+    Workload {
+        name: "fio-uring-batched",
+        about: "fio --ioengine=io_uring --bs=1m --fsync=16: one io_uring fsync per 16 MiB",
+        command: "sh \"$CORPUS/fio-uring-batched.sh\"",
+        filesystems: &[XFS_4K, EXT4_1K],
+        expect: &[],
+        tolerate: &[],
+        file: "",
     },
 ];
 

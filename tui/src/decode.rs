@@ -145,7 +145,8 @@ fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
         ret: raw.ret,
         window_bytes: raw.window_bytes,
         window_writes: raw.window_writes,
-        file: if fd.is_some() {
+        // An io_uring sync, or a synced write whose fd is unknown, still names its file.
+        file: if fd.is_some() || (raw.ino != 0 && raw.fs_dev != 0) {
             FileRef::Unresolved("not looked up".to_string())
         } else {
             FileRef::NoFile
@@ -304,10 +305,36 @@ mod tests {
         let mut no_fd = raw;
         no_fd.fd = -1;
         no_fd.kind = iotop_bpf_common::sync::SYNC_SYNC;
+        (no_fd.ino, no_fd.fs_dev) = (0, 0);
         let Ok(Input::Sync(call)) = decode(bytemuck::bytes_of(&no_fd)) else {
             panic!()
         };
         assert_eq!((call.fd, call.file), (None, FileRef::NoFile));
+        // An io_uring fsync has no fd, but the kernel named its file: the feed looks it up.
+        let mut uring = raw;
+        uring.fd = -1;
+        uring.kind = iotop_bpf_common::sync::SYNC_URING_FSYNC;
+        let Ok(Input::Sync(call)) = decode(bytemuck::bytes_of(&uring)) else {
+            panic!()
+        };
+        assert_eq!((call.kind, call.fd), (SyncKind::UringFsync, None));
+        assert!(
+            matches!(call.file, FileRef::Unresolved(_)),
+            "{:?}",
+            call.file
+        );
+        assert_eq!(call.kind.name(), "io_uring fsync");
+        // Every kind the probes send decodes, under its own name.
+        let names: std::collections::BTreeSet<&str> =
+            SyncKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), iotop_bpf_common::sync::SYNC_KIND_COUNT);
+        for code in 0..iotop_bpf_common::sync::SYNC_KIND_COUNT as u8 {
+            assert_eq!(
+                SyncKind::from_code(code),
+                Some(SyncKind::ALL[code as usize]),
+                "kind {code}"
+            );
+        }
     }
 
     #[test]

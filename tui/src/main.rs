@@ -111,9 +111,12 @@ fn check() -> Result<()> {
         "direct I/O call latency (the wait before the request): {}",
         feed::CallLatencyMode::from_env().describe()
     );
-    println!(
-        "not covered: io_uring IORING_OP_FSYNC (tracing every io_uring completion would cost every io_uring I/O)"
-    );
+    for source in &probes.report.sync_sources {
+        match &source.status {
+            Ok(how) => println!("sync source: {}: {how}", source.name),
+            Err(why) => println!("sync source: {}: NOT COVERED: {why}", source.name),
+        }
+    }
     println!("ok");
     Ok(())
 }

@@ -296,7 +296,7 @@ impl Exporter {
             enc,
             "workload_sync_latency",
             "Latency of sync calls (fsync, fdatasync, sync_file_range, syncfs, sync, \
-             msync) by the processes of a command name.",
+             msync, O_DSYNC/O_SYNC writes, io_uring fsync) by the processes of a command name.",
             &Unit::Seconds,
             &syncs,
         )?;

@@ -739,34 +739,39 @@ fn annotate(
         }
         Input::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
         Input::Sync(call) => {
-            if let Some(fd) = call.fd {
+            let fs_dev = if let Some(fd) = call.fd {
                 let (file, fs_dev) = procs.resolve_fd(call.tgid, fd, now_ns);
-                // The kernel named the file's filesystem and inode during the call; /proc
-                // only if the process is still there (a short-lived one is often gone).
-                call.file = match (file, call.fs_dev) {
-                    (FileRef::Unresolved(_), Some(dev)) if call.ino != 0 => {
-                        procs.path_of_inode(dev, call.ino).map_or_else(
-                            || FileRef::Inode {
-                                dev,
-                                ino: call.ino,
-                                name: call.name.clone(),
-                            },
-                            FileRef::Path,
-                        )
-                    }
-                    (file, _) => file,
-                };
-                if let FileRef::Path(path) = &call.file
-                    && let Some(dev) = call.fs_dev.or(fs_dev)
-                {
-                    procs.remember_inode_path(dev, call.ino, path);
-                }
-                if let Some(fs_dev) = call.fs_dev.or(fs_dev) {
-                    call.fs_dev = Some(fs_dev);
-                    call.dev = Some(block_sizes.disk(fs_dev).disk);
-                    if call.fs_block_size == 0 {
-                        call.fs_block_size = block_sizes.fs_block_size(fs_dev, now_ns).unwrap_or(0);
-                    }
+                call.file = file;
+                fs_dev
+            } else {
+                None
+            };
+            // The kernel named the file's filesystem and inode during the call; /proc only
+            // if the process is still there (a short-lived one is often gone), and an
+            // io_uring sync has no fd to look up.
+            if let (FileRef::Unresolved(_), Some(dev)) = (&call.file, call.fs_dev)
+                && call.ino != 0
+            {
+                call.file = procs.path_of_inode(dev, call.ino).map_or_else(
+                    || FileRef::Inode {
+                        dev,
+                        ino: call.ino,
+                        name: call.name.clone(),
+                    },
+                    FileRef::Path,
+                );
+            }
+            if call.fd.is_some()
+                && let FileRef::Path(path) = &call.file
+                && let Some(dev) = call.fs_dev.or(fs_dev)
+            {
+                procs.remember_inode_path(dev, call.ino, path);
+            }
+            if let Some(fs_dev) = call.fs_dev.or(fs_dev) {
+                call.fs_dev = Some(fs_dev);
+                call.dev = Some(block_sizes.disk(fs_dev).disk);
+                if call.fs_block_size == 0 {
+                    call.fs_block_size = block_sizes.fs_block_size(fs_dev, now_ns).unwrap_or(0);
                 }
             }
         }

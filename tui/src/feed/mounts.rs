@@ -24,6 +24,8 @@ pub struct DiskInfo {
     pub logical_block_size: u32,
     pub physical_block_size: u32,
     pub minimum_io_size: u32,
+    /// The device honours FUA writes (`queue/fua`).
+    pub fua: bool,
 }
 
 /// Block sizes by device, looked up once each (a failed filesystem lookup is retried).
@@ -68,6 +70,7 @@ impl BlockSizes {
                 logical_block_size: u32::try_from(queue("logical_block_size")).unwrap_or(0),
                 physical_block_size: u32::try_from(queue("physical_block_size")).unwrap_or(0),
                 minimum_io_size: u32::try_from(queue("minimum_io_size")).unwrap_or(0),
+                fua: queue("fua") == 1,
             }
         })
     }
@@ -83,6 +86,7 @@ impl BlockSizes {
                     logical_block_size: info.logical_block_size,
                     physical_block_size: info.physical_block_size,
                     minimum_io_size: info.minimum_io_size,
+                    fua: info.fua,
                 }
             })
             .collect()

@@ -23,8 +23,10 @@ use crate::model::{Dev, DiskRow, Log2Hist, ProcFigures, ProcRow, Snapshot};
 pub const FRAMES: usize = 600;
 /// Bytes the compact history may hold; past it, the oldest intervals go first.
 pub const FRAME_BUDGET: usize = 3 << 20;
-/// Bytes the DVR's snapshots may hold; past it, the oldest snapshots go first.
-pub const DVR_BUDGET: usize = 6 << 20;
+/// Bytes the DVR's snapshots may hold; past it, the oldest snapshots go first. 6.5 MiB: a
+/// process row grew with its sync kinds, io_uring population and FUA counts, and the demo
+/// host must still step back 2.5 minutes.
+pub const DVR_BUDGET: usize = 13 << 19;
 /// Disks kept per interval (the busiest); a host with more shows the rest live only.
 pub const MAX_DISKS: usize = 8;
 /// Processes kept per interval: the busiest by bytes, by time in sync calls and in D.
@@ -426,6 +428,7 @@ fn figures_heap(f: &ProcFigures) -> usize {
             .chain(&s.on_behalf_of)
             .map(|p| size_of::<crate::model::Party>() + p.comm.len())
             .sum::<usize>()
+        + s.kinds.len() * size_of::<(&str, u64)>()
         + f.dio.pads.len() * 16
         + f.dio.file.as_deref().map_or(0, str::len)
         + f.waits.heap_bytes()

@@ -193,9 +193,17 @@ impl Aggregator {
             self.cgroups.insert(cgroup.id, cgroup.clone());
         }
         let cgroups = &self.cgroups;
-        let procs = self
-            .procs
-            .close(&name_of, &|id| cgroups.get(&id).cloned(), &disk_p99);
+        let honours_fua: Vec<Dev> = disks
+            .iter()
+            .filter(|d| d.geometry.fua)
+            .map(|d| d.dev)
+            .collect();
+        let procs = self.procs.close(
+            &name_of,
+            &|id| cgroups.get(&id).cloned(),
+            &disk_p99,
+            &|dev: Dev| honours_fua.contains(&dev),
+        );
         let dstate = self.dstate.tasks(sample.now_ns, &sample.dstate_now);
         let fresh = findings::detect(&Scene {
             now_ns: sample.now_ns,

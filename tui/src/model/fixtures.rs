@@ -367,3 +367,111 @@ pub fn throttled_snapshot() -> Snapshot {
         ..KernelSample::default()
     })
 }
+
+/// One process making data durable three ways in a second: 120 `O_DSYNC` writes of 128 bytes
+/// (each writes a 4 KiB block itself, jbd2 commits), 60 io_uring fsyncs (payload not
+/// measured) and 4 FUA writes to an NVMe disk that honours FUA.
+pub fn sync_kinds_snapshot() -> Snapshot {
+    let nvme = Dev::new(259, 0);
+    let loop0 = Dev::new(7, 0);
+    let mut inputs: Vec<(u64, Input)> = Vec::new();
+    let call = |kind, i: u64, fd, window_bytes, file: &str| SyncCall {
+        tgid: 6100,
+        tid: if kind == SyncKind::UringFsync {
+            6101
+        } else {
+            6100
+        },
+        comm: Comm::new("wal-writer"),
+        kind,
+        fd,
+        start_ns: i * 5 * MS + 50 * US,
+        end_ns: i * 5 * MS + 50 * US + (200 + i % 30) * US,
+        ret: if kind == SyncKind::DsyncWrite { 128 } else { 0 },
+        window_bytes,
+        window_writes: u64::from(window_bytes > 0),
+        file: FileRef::Path(file.into()),
+        dev: Some(loop0),
+        fs_block_size: 4096,
+        fs_dev: None,
+        ino: 0,
+        name: String::new(),
+    };
+    for i in 0..180u64 {
+        let uring = i % 3 == 2;
+        let mut data = request(
+            6100,
+            "wal-writer",
+            loop0,
+            Op::Write,
+            4096,
+            i * 5_000 + 100,
+            0,
+            60 * US,
+        );
+        data.flags = iotop_bpf_common::block::FLAG_IN_SYNC;
+        data.tid = if uring { 6101 } else { 6100 };
+        let mut journal = request(
+            585,
+            "jbd2/loop0-8",
+            loop0,
+            Op::Write,
+            8192,
+            i * 5_000 + 200,
+            0,
+            80 * US,
+        );
+        journal.kernel_thread = true;
+        inputs.push((data.completed_ns, Input::Block(data)));
+        inputs.push((journal.completed_ns, Input::Block(journal)));
+        let c = if uring {
+            call(SyncKind::UringFsync, i, None, 0, "/data/wal/seg.2")
+        } else {
+            call(SyncKind::DsyncWrite, i, Some(5), 128, "/data/wal/seg.1")
+        };
+        inputs.push((c.end_ns, Input::Sync(c)));
+    }
+    for i in 0..4u64 {
+        let mut fua = request(
+            6100,
+            "wal-writer",
+            nvme,
+            Op::Write,
+            4096,
+            950_000 + i * 1_000,
+            0,
+            30 * US,
+        );
+        fua.flags = iotop_bpf_common::block::FLAG_FUA;
+        inputs.push((fua.completed_ns, Input::Block(fua)));
+    }
+    inputs.sort_by_key(|(at, _)| *at);
+    let events: Vec<BlockIo> = inputs
+        .iter()
+        .filter_map(|(_, i)| match i {
+            Input::Block(io) => Some(*io),
+            _ => None,
+        })
+        .collect();
+    let mut model = Aggregator::new(Settings::default(), 0);
+    for (_, input) in &inputs {
+        model.apply(input);
+    }
+    let geometry = |dev, fua| crate::model::DiskGeometry {
+        dev,
+        logical_block_size: 512,
+        physical_block_size: 4096,
+        minimum_io_size: 4096,
+        fua,
+    };
+    model.tick(&KernelSample {
+        kind: SampleKind::Final,
+        now_ns: 1_000 * MS,
+        disks: disk_totals_of(&events),
+        names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
+        geometry: vec![geometry(nvme, true), geometry(loop0, false)],
+        logical_writes: vec![(6100, 120 * 128)],
+        page_size: 4096,
+        ..KernelSample::default()
+    })
+}

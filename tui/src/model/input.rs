@@ -10,7 +10,11 @@ use iotop_bpf_common::{
         OP_COUNT, OP_DISCARD, OP_FLUSH, OP_READ, OP_WRITE,
     },
     hist::SLOTS,
-    sync::{SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS},
+    sync::{
+        SYNC_DSYNC_WRITE, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC,
+        SYNC_OSYNC_WRITE, SYNC_SYNC, SYNC_SYNCFS, SYNC_URING_DSYNC_WRITE, SYNC_URING_FDATASYNC,
+        SYNC_URING_FSYNC, SYNC_URING_SYNC_FILE_RANGE,
+    },
 };
 
 /// A block device number, `major:minor`.
@@ -221,7 +225,8 @@ impl BlockIo {
     }
 }
 
-/// Which sync call.
+/// Which sync call: a system call, a write the filesystem made durable before returning
+/// (`O_DSYNC`, `O_SYNC`), or an io_uring request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum SyncKind {
     Fsync,
@@ -230,6 +235,16 @@ pub enum SyncKind {
     Syncfs,
     Sync,
     Msync,
+    /// A write on an `O_DSYNC` file (or with `RWF_DSYNC`; on XFS, any synced write whose file
+    /// was not opened `O_SYNC`).
+    DsyncWrite,
+    /// A write on an `O_SYNC` file (or with `RWF_SYNC`).
+    OsyncWrite,
+    UringFsync,
+    UringFdatasync,
+    UringSyncFileRange,
+    /// An io_uring write on an `O_DSYNC` or `O_SYNC` file (or with `RWF_DSYNC`).
+    UringDsyncWrite,
 }
 
 impl SyncKind {
@@ -241,6 +256,12 @@ impl SyncKind {
             SYNC_SYNCFS => Self::Syncfs,
             SYNC_SYNC => Self::Sync,
             SYNC_MSYNC => Self::Msync,
+            SYNC_DSYNC_WRITE => Self::DsyncWrite,
+            SYNC_OSYNC_WRITE => Self::OsyncWrite,
+            SYNC_URING_FSYNC => Self::UringFsync,
+            SYNC_URING_FDATASYNC => Self::UringFdatasync,
+            SYNC_URING_SYNC_FILE_RANGE => Self::UringSyncFileRange,
+            SYNC_URING_DSYNC_WRITE => Self::UringDsyncWrite,
             _ => return None,
         })
     }
@@ -253,13 +274,53 @@ impl SyncKind {
             Self::Syncfs => "syncfs",
             Self::Sync => "sync",
             Self::Msync => "msync",
+            Self::DsyncWrite => "O_DSYNC write",
+            Self::OsyncWrite => "O_SYNC write",
+            Self::UringFsync => "io_uring fsync",
+            Self::UringFdatasync => "io_uring fdatasync",
+            Self::UringSyncFileRange => "io_uring sync_file_range",
+            Self::UringDsyncWrite => "io_uring O_DSYNC write",
         }
     }
+
+    /// Every kind, in code order.
+    pub const ALL: [Self; iotop_bpf_common::sync::SYNC_KIND_COUNT] = [
+        Self::Fsync,
+        Self::Fdatasync,
+        Self::SyncFileRange,
+        Self::Syncfs,
+        Self::Sync,
+        Self::Msync,
+        Self::DsyncWrite,
+        Self::OsyncWrite,
+        Self::UringFsync,
+        Self::UringFdatasync,
+        Self::UringSyncFileRange,
+        Self::UringDsyncWrite,
+    ];
 
     /// Calls that make metadata durable, i.e. may wait for a journal commit
     /// (sync_file_range only writes data pages).
     pub fn commits_journal(self) -> bool {
-        !matches!(self, Self::SyncFileRange)
+        !matches!(self, Self::SyncFileRange | Self::UringSyncFileRange)
+    }
+
+    /// A write that made itself durable (the payload is the write's own bytes, and those
+    /// written to its fd since that fd's previous sync).
+    pub fn is_write(self) -> bool {
+        matches!(self, Self::DsyncWrite | Self::OsyncWrite)
+    }
+
+    /// Whether the probes measure what the call made durable (the bytes written to its fd
+    /// since its previous sync). io_uring's writes are not system calls: not counted.
+    pub fn payload_measured(self) -> bool {
+        !matches!(
+            self,
+            Self::UringFsync
+                | Self::UringFdatasync
+                | Self::UringSyncFileRange
+                | Self::UringDsyncWrite
+        )
     }
 }
 
@@ -507,6 +568,10 @@ pub struct DiskGeometry {
     pub physical_block_size: u32,
     /// `minimum_io_size`: the smallest request the device handles without a penalty.
     pub minimum_io_size: u32,
+    /// The device honours FUA writes itself (`queue/fua`); otherwise the block layer drops the
+    /// flag and follows the write with a cache flush.
+    #[serde(default)]
+    pub fua: bool,
 }
 
 /// A process exited (its last thread left): its state can go once its figures are reported.

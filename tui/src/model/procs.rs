@@ -52,6 +52,8 @@ pub(super) const fn op_index(op: Op) -> usize {
 pub(super) struct OpCounts {
     requests: [u64; OP_COUNT],
     bytes: [u64; OP_COUNT],
+    /// Writes with the FUA flag.
+    fua_writes: u64,
 }
 
 impl OpCounts {
@@ -59,12 +61,16 @@ impl OpCounts {
         let op = op_index(io.op);
         self.requests[op] += 1;
         self.bytes[op] = self.bytes[op].saturating_add(u64::from(io.bytes));
+        if io.op == Op::Write && io.is_fua() {
+            self.fua_writes += 1;
+        }
     }
     fn merge(&mut self, other: &Self) {
         for op in 0..OP_COUNT {
             self.requests[op] += other.requests[op];
             self.bytes[op] = self.bytes[op].saturating_add(other.bytes[op]);
         }
+        self.fua_writes += other.fua_writes;
     }
     fn others(&self) -> u64 {
         self.requests[OP_FLUSH as usize]
@@ -209,7 +215,8 @@ impl ProcPeriod {
         }
     }
 
-    fn figures(&self) -> ProcFigures {
+    /// `fua`: whether a disk honours FUA itself.
+    fn figures(&self, fua: &impl Fn(Dev) -> bool) -> ProcFigures {
         let c = &self.counts;
         ProcFigures {
             reads: c.requests[OP_READ as usize],
@@ -224,6 +231,12 @@ impl ProcPeriod {
             device_hist: self.latencies.device.log2(),
             total_hist: self.latencies.total.log2(),
             logical_write_bytes: self.logical_bytes,
+            fua_writes: self
+                .devices
+                .iter()
+                .filter(|&(&dev, _)| fua(dev))
+                .map(|(_, c)| c.fua_writes)
+                .sum(),
             sync: self.sync.figures(),
             dstate_ns: self.dstate_ns,
             write_sizes: self.patterns.write_sizes(),
@@ -238,7 +251,11 @@ impl ProcPeriod {
         }
     }
 
-    fn devices(&self, name_of: &impl Fn(Dev) -> String) -> Vec<ProcDeviceRow> {
+    fn devices(
+        &self,
+        name_of: &impl Fn(Dev) -> String,
+        fua: &impl Fn(Dev) -> bool,
+    ) -> Vec<ProcDeviceRow> {
         self.devices
             .iter()
             .map(|(&dev, c)| ProcDeviceRow {
@@ -249,6 +266,8 @@ impl ProcPeriod {
                 others: c.others(),
                 read_bytes: c.bytes[OP_READ as usize],
                 write_bytes: c.bytes[OP_WRITE as usize],
+                fua_writes: c.fua_writes,
+                fua_supported: fua(dev),
             })
             .collect()
     }
@@ -516,20 +535,22 @@ impl ProcBook {
     }
 
     /// Closes the interval: every process's row (figures of the interval and since start),
-    /// sorted by pid; the interval figures start again from zero.
+    /// sorted by pid; the interval figures start again from zero. `fua`: whether a disk
+    /// honours FUA writes itself.
     pub(super) fn close(
         &mut self,
         name_of: &impl Fn(Dev) -> String,
         cgroup_of: &impl Fn(u64) -> Option<CgroupInfo>,
         disk_p99: &impl Fn(Dev) -> Option<u64>,
+        fua: &impl Fn(Dev) -> bool,
     ) -> Vec<ProcRow> {
         let mut rows: Vec<ProcRow> = self
             .procs
             .iter_mut()
             .map(|(&tgid, state)| {
                 state.judge_calls(disk_p99);
-                let interval = state.interval.figures();
-                let devices = state.interval.devices(name_of);
+                let interval = state.interval.figures(fua);
+                let devices = state.interval.devices(name_of, fua);
                 state.total.merge(&state.interval);
                 let row = ProcRow {
                     tgid,
@@ -538,14 +559,14 @@ impl ProcBook {
                     exited: state.exited_ns.is_some(),
                     cgroup: cgroup_of(state.cgroup),
                     interval,
-                    total: state.total.figures(),
+                    total: state.total.figures(fua),
                     devices,
                     recent_syncs: state
                         .recent_syncs
                         .iter()
                         .rev()
                         .map(|r| SyncCallRow {
-                            kind: r.call.kind.name(),
+                            kind: r.call.kind,
                             fd: r.call.fd,
                             file: r.call.file.to_string(),
                             latency_ns: r.call.latency_ns(),

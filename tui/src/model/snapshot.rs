@@ -154,6 +154,9 @@ pub struct ProcFigures {
     pub total_hist: Log2Hist,
     /// Bytes it asked to write in write syscalls (to any fd: files, pipes, sockets).
     pub logical_write_bytes: u64,
+    /// Write requests with the FUA flag (made durable by the device on their own) to disks
+    /// that honour it.
+    pub fua_writes: u64,
     pub sync: SyncFigures,
     /// Time its threads spent in D state (uninterruptible sleep), summed over threads.
     pub dstate_ns: u64,
@@ -419,8 +422,11 @@ pub struct SyncFigures {
     /// Bytes (and write calls) written to the synced fds since their previous syncs.
     pub window_bytes: u64,
     pub window_writes: u64,
-    /// The most frequent kind of call (`fsync`, `fdatasync`, ...).
+    /// The most frequent kind of call (`fsync`, `fdatasync`, `O_DSYNC write`, ...): of the
+    /// period's calls, else of those settled in it.
     pub kind: &'static str,
+    /// Calls per kind, in the kinds' order.
+    pub kinds: Vec<(&'static str, u64)>,
     /// The most synced files: (path, calls), most first.
     pub files: Vec<(String, u64)>,
     /// The files of the small settled calls, most first.
@@ -431,6 +437,9 @@ pub struct SyncFigures {
     pub fs_block_size: u32,
     pub small: SyncPopulation,
     pub large: SyncPopulation,
+    /// Settled calls whose payload is not measured (io_uring): what they wrote themselves
+    /// and what was charged to them (their payload figures are 0).
+    pub unmeasured: SyncPopulation,
     /// Settled calls with nothing to make durable.
     pub empty: u64,
     /// Bytes of write requests the process created while inside its sync calls.
@@ -451,6 +460,13 @@ impl SyncFigures {
         } else {
             &self.small
         }
+    }
+
+    /// Whether its typical kind of sync is a write that made itself durable (`O_DSYNC write`).
+    pub fn kind_is_write(&self) -> bool {
+        super::SyncKind::ALL
+            .iter()
+            .any(|k| k.is_write() && k.name() == self.kind)
     }
 
     /// Write amplification of the process's sync calls: device bytes per byte made durable
@@ -488,6 +504,10 @@ pub struct ProcDeviceRow {
     pub others: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Write requests with the FUA flag.
+    pub fua_writes: u64,
+    /// The disk honours FUA itself (`queue/fua`).
+    pub fua_supported: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -518,12 +538,13 @@ pub struct ProcRow {
 /// One sync call, for the drill-down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncCallRow {
-    pub kind: &'static str,
+    pub kind: super::SyncKind,
     pub fd: Option<i32>,
     pub file: String,
     pub latency_ns: u64,
     pub ret: i64,
     pub end_ns: u64,
+    /// Not measured for io_uring syncs (`kind.payload_measured()`).
     pub window_bytes: u64,
     /// Once settled: (own device bytes, charged bytes).
     pub cost: Option<(u64, u64)>,

@@ -26,6 +26,9 @@ pub(super) struct SyncPeriod {
     window_bytes: u64,
     window_writes: u64,
     kinds: BTreeMap<SyncKind, u64>,
+    /// Kinds of the calls settled in the period (a period may settle calls made in the
+    /// previous one and make none of its own).
+    settled_kinds: BTreeMap<SyncKind, u64>,
     /// The files synced, most synced first.
     files: FileTally,
     /// The files the small settled calls synced (the ones the amplification is about).
@@ -37,6 +40,9 @@ pub(super) struct SyncPeriod {
     settled: Settled,
     small: SyncPopulation,
     large: SyncPopulation,
+    /// Settled calls whose payload is not measured (io_uring: its writes are not system
+    /// calls the probes count).
+    unmeasured: SyncPopulation,
     /// Settled calls that made nothing durable (nothing written to the fd since its last
     /// sync, or a call without a file).
     empty: u64,
@@ -91,7 +97,9 @@ struct Settled {
 }
 
 impl Settled {
-    fn add(&mut self, call: &SyncCall) {
+    /// `payload`: what the call made durable (for a call whose payload is not measured, what
+    /// it wrote itself stands for it).
+    fn add(&mut self, call: &SyncCall, payload: u64) {
         self.first_start_ns = if self.calls == 0 {
             call.start_ns
         } else {
@@ -99,7 +107,7 @@ impl Settled {
         };
         self.last_end_ns = self.last_end_ns.max(call.end_ns);
         self.calls += 1;
-        self.payload.record(call.window_bytes);
+        self.payload.record(payload);
         self.time_ns = self.time_ns.saturating_add(call.latency_ns());
     }
 
@@ -213,6 +221,14 @@ impl SyncPopulation {
     }
 }
 
+/// The kind with the most calls (the first kind on a tie).
+fn most_frequent(kinds: &BTreeMap<SyncKind, u64>) -> Option<SyncKind> {
+    kinds
+        .iter()
+        .max_by_key(|&(kind, n)| (*n, std::cmp::Reverse(*kind)))
+        .map(|(kind, _)| *kind)
+}
+
 /// Whether a settled call made less than one filesystem block durable (it still writes at
 /// least a whole block). A call on a filesystem of unknown block size is never small.
 fn is_small(call: &SyncCall) -> bool {
@@ -251,7 +267,16 @@ impl SyncPeriod {
 
     /// The call's cost, once settled.
     pub(super) fn add_settled(&mut self, sync: &SettledSync) {
-        self.settled.add(&sync.call);
+        let measured = sync.call.kind.payload_measured();
+        self.settled.add(
+            &sync.call,
+            if measured {
+                sync.call.window_bytes
+            } else {
+                sync.own_bytes
+            },
+        );
+        *self.settled_kinds.entry(sync.call.kind).or_default() += 1;
         if sync.call.fs_block_size != 0 {
             self.fs_block_size = sync.call.fs_block_size;
         }
@@ -266,7 +291,9 @@ impl SyncPeriod {
             }
         }
         self.in_sync_write_bytes += sync.own_bytes;
-        if sync.call.window_bytes == 0 {
+        if !measured {
+            self.unmeasured.add(sync);
+        } else if sync.call.window_bytes == 0 {
             self.empty += 1;
         } else if is_small(&sync.call) {
             self.small.add(sync);
@@ -298,6 +325,9 @@ impl SyncPeriod {
         for (&kind, &n) in &other.kinds {
             *self.kinds.entry(kind).or_default() += n;
         }
+        for (&kind, &n) in &other.settled_kinds {
+            *self.settled_kinds.entry(kind).or_default() += n;
+        }
         self.files.merge(&other.files);
         self.small_files.merge(&other.small_files);
         for &(dev, n) in &other.disks {
@@ -305,6 +335,7 @@ impl SyncPeriod {
         }
         self.small.merge(&other.small);
         self.large.merge(&other.large);
+        self.unmeasured.merge(&other.unmeasured);
         self.empty += other.empty;
         self.in_sync_write_bytes += other.in_sync_write_bytes;
         if other.fs_block_size != 0 {
@@ -329,17 +360,24 @@ impl SyncPeriod {
                 .saturating_sub(self.settled.first_start_ns),
             window_bytes: self.window_bytes,
             window_writes: self.window_writes,
-            kind: self
+            kind: most_frequent(if self.kinds.is_empty() {
+                &self.settled_kinds
+            } else {
+                &self.kinds
+            })
+            .map_or("sync", SyncKind::name),
+            kinds: self
                 .kinds
                 .iter()
-                .max_by_key(|&(kind, n)| (*n, std::cmp::Reverse(*kind)))
-                .map_or("sync", |(kind, _)| kind.name()),
+                .map(|(kind, &n)| (kind.name(), n))
+                .collect(),
             files: self.files.top.clone(),
             small_files: self.small_files.top.clone(),
             disk: self.disks.first().map(|(dev, _)| *dev),
             fs_block_size: self.fs_block_size,
             small: self.small,
             large: self.large,
+            unmeasured: self.unmeasured,
             empty: self.empty,
             in_sync_write_bytes: self.in_sync_write_bytes,
             charged_write_bytes: self.charged_from.total(),

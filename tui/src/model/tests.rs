@@ -874,3 +874,40 @@ fn only_a_disk_with_a_scheduler_splits_its_queue_time() {
         Some((2 * US, 8 * US))
     );
 }
+
+#[test]
+fn fua_writes_are_counted_per_process_where_the_disk_honours_them() {
+    let mut events = vec![];
+    for (i, dev) in [NVME, NVME, NVME, LOOP0].into_iter().enumerate() {
+        let mut e = io(42, "db", dev, Op::Write, 4096, i as u64 * MS, US, 20 * US);
+        e.flags = iotop_bpf_common::block::FLAG_FUA;
+        events.push(e);
+    }
+    events.push(io(42, "db", NVME, Op::Write, 4096, 9 * MS, US, 20 * US));
+    let mut model = Aggregator::new(Settings::default(), 0);
+    for e in &events {
+        model.ingest(e);
+    }
+    let geometry = |dev, fua| DiskGeometry {
+        dev,
+        logical_block_size: 512,
+        physical_block_size: 4096,
+        minimum_io_size: 4096,
+        fua,
+    };
+    let snap = model.tick(&KernelSample {
+        geometry: vec![geometry(NVME, true), geometry(LOOP0, false)],
+        ..sample(1_000 * MS, &events)
+    });
+    let proc = snap.procs.iter().find(|p| p.tgid == 42).unwrap();
+    assert_eq!(
+        proc.interval.fua_writes, 3,
+        "the loop device does not honour FUA"
+    );
+    assert_eq!(proc.total.fua_writes, 3);
+    let on = |dev| proc.devices.iter().find(|d| d.dev == dev).unwrap();
+    assert_eq!((on(NVME).fua_writes, on(NVME).fua_supported), (3, true));
+    assert_eq!((on(LOOP0).fua_writes, on(LOOP0).fua_supported), (1, false));
+    let nvme = snap.disks.iter().find(|d| d.dev == NVME).unwrap();
+    assert!(nvme.geometry.fua);
+}

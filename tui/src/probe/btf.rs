@@ -297,6 +297,21 @@ impl Btf {
         }
     }
 
+    /// How many arguments raw tracepoint `tracepoint` passes (its prototype's parameters but
+    /// the context).
+    pub fn raw_tracepoint_arg_count(&self, tracepoint: &str) -> Result<usize, BtfError> {
+        let missing = || BtfError::NoTracepoint(tracepoint.to_string());
+        let typedef = *self.tracepoints.get(tracepoint).ok_or_else(missing)?;
+        let Some(Type::Ptr(proto)) = self.types.get(self.resolve(typedef) as usize) else {
+            return Err(missing());
+        };
+        let Some(&Type::FuncProto { len, .. }) = self.types.get(self.resolve(*proto) as usize)
+        else {
+            return Err(missing());
+        };
+        Ok(len.saturating_sub(1))
+    }
+
     pub fn enum_value(&self, name: &str) -> Result<i64, BtfError> {
         self.enum_values
             .get(name)
@@ -399,6 +414,11 @@ pub(crate) mod tests {
         );
         assert_eq!(
             btf.raw_tracepoint_arg_struct("u", 0),
+            Err(BtfError::NoTracepoint("u".into()))
+        );
+        assert_eq!(btf.raw_tracepoint_arg_count("t"), Ok(2));
+        assert_eq!(
+            btf.raw_tracepoint_arg_count("u"),
             Err(BtfError::NoTracepoint("u".into()))
         );
     }

@@ -2,6 +2,7 @@
 
 pub mod btf;
 mod dio;
+pub mod durable;
 pub mod privilege;
 mod raw;
 mod sched;
@@ -28,7 +29,10 @@ use iotop_bpf_common::{
     },
     process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
     rwbs::RWBS_READ_LEN,
-    sync::{FileOffsets, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS},
+    sync::{
+        FileOffsets, GLOBAL_DURABLE_BTF, GLOBAL_DURABLE_OFFSETS, GLOBAL_FILE_OFFSETS,
+        GLOBAL_SYSCALL_OFFSETS,
+    },
     throttle::{
         CALL_LATENCY_ON, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT,
         DIRTY_PAUSES, DirtyOffsets, DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
@@ -67,6 +71,8 @@ pub struct ProbeReport {
     /// Direct I/O call latency can be measured (both iomap probes attached); the feed turns
     /// it on and off (`CALL_LATENCY_ON`).
     pub call_latency: bool,
+    /// Every way to make data durable, and how it is traced here or why not.
+    pub sync_sources: Vec<durable::SyncSource>,
 }
 
 /// The loaded probes. Dropping it detaches every program.
@@ -165,6 +171,25 @@ impl Probes {
         let btf = btf::Btf::from_sys_fs();
         let raw = raw::plan(&env.tracefs, env.kernel, btf.as_ref());
         let raw_dio = btf.as_ref().ok().and_then(|btf| raw::dio_offsets(btf).ok());
+        let syscalls = syscalls::plan(&env.tracefs)?;
+        let sync_syscalls: Vec<&str> = syscalls
+            .attach
+            .iter()
+            .filter(|(program, _)| program.starts_with("sync_enter"))
+            .map(|&(_, name)| name.trim_start_matches("sys_enter_"))
+            .collect();
+        let mut durable = durable::plan(
+            &env.tracefs,
+            btf.as_ref(),
+            env.kernel,
+            &syscalls.offsets,
+            &sync_syscalls,
+            &std::fs::read_to_string("/proc/filesystems").unwrap_or_default(),
+        )?;
+        report.sync_sources = std::mem::take(&mut durable.sources);
+        report
+            .degraded
+            .extend(std::mem::take(&mut durable.degraded));
         let file_offsets = match &btf {
             Ok(btf) => raw::file_offsets(btf).unwrap_or_else(|e| {
                 report.degraded.push(format!(
@@ -232,7 +257,6 @@ impl Probes {
             _ => ORIGIN_START,
         };
 
-        let syscalls = syscalls::plan(&env.tracefs)?;
         report.degraded.extend(syscalls.degraded.iter().cloned());
         plan.extend(
             syscalls
@@ -240,6 +264,7 @@ impl Probes {
                 .iter()
                 .map(|&(program, name)| (program, "syscalls", name)),
         );
+        plan.extend(durable.attach.iter().copied());
 
         let mut raw_plan: Vec<(&str, &str)> = Vec::new();
         let mut raw_begin = false;
@@ -358,6 +383,8 @@ impl Probes {
         loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
         loader.override_global(GLOBAL_FILE_OFFSETS, &file_offsets, true);
+        loader.override_global(GLOBAL_DURABLE_OFFSETS, &durable.offsets, true);
+        loader.override_global(GLOBAL_DURABLE_BTF, &durable.btf, true);
         let raw_dio = raw_dio.unwrap_or(RawDioOffsets::ZERO);
         loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &raw_dio, true);
         loader.override_global(GLOBAL_DIO_CALL_LATENCY, &call_latency_on, true);
@@ -376,23 +403,91 @@ impl Probes {
 
         let mut loaded = std::collections::HashSet::new();
         let mut links: Vec<Box<dyn Send>> = Vec::new();
-        for (program, category, name) in plan {
-            let tracepoint: &mut TracePoint = ebpf
-                .program_mut(program)
-                .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
-                .try_into()
-                .with_context(|| format!("{program} is not a tracepoint program"))?;
-            // One program may serve several tracepoints: load it once, attach it to each.
-            if loaded.insert(program) {
-                tracepoint
+        let optional: std::collections::HashSet<&str> = durable
+            .attach
+            .iter()
+            .map(|(program, ..)| *program)
+            .collect();
+        let mut failed: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+        // Raw ones of the durable probes first: the classic programs whose calls they end
+        // are attached only if they were.
+        for &(program, name) in &durable.raw_attach {
+            let mut attach = || -> Result<()> {
+                let raw_tracepoint: &mut RawTracePoint = ebpf
+                    .program_mut(program)
+                    .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+                    .try_into()
+                    .with_context(|| format!("{program} is not a raw tracepoint program"))?;
+                raw_tracepoint
                     .load()
                     .with_context(|| format!("load program {program} (verifier)"))?;
+                let link = raw_tracepoint
+                    .attach(name)
+                    .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
+                links.push(Box::new(raw_tracepoint.take_link(link)?));
+                Ok(())
+            };
+            match attach() {
+                Ok(()) => report.attached.push(format!("raw_tp:{name}")),
+                Err(e) => {
+                    failed.insert(program, format!("{e:#}"));
+                }
             }
-            let link = tracepoint
-                .attach(category, name)
-                .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
-            links.push(Box::new(tracepoint.take_link(link)?));
-            report.attached.push(format!("{category}:{name}"));
+        }
+        for (program, category, name) in plan {
+            if failed.contains_key(program) {
+                continue;
+            }
+            if let Some(end) = durable.ended_by(program)
+                && failed.contains_key(end)
+            {
+                failed.insert(program, format!("{end} is not attached"));
+                continue;
+            }
+            let mut attach = || -> Result<()> {
+                let tracepoint: &mut TracePoint = ebpf
+                    .program_mut(program)
+                    .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+                    .try_into()
+                    .with_context(|| format!("{program} is not a tracepoint program"))?;
+                // One program may serve several tracepoints: load it once, attach it to each.
+                if loaded.insert(program) {
+                    tracepoint
+                        .load()
+                        .with_context(|| format!("load program {program} (verifier)"))?;
+                }
+                let link = tracepoint
+                    .attach(category, name)
+                    .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
+                links.push(Box::new(tracepoint.take_link(link)?));
+                Ok(())
+            };
+            match attach() {
+                Ok(()) => report.attached.push(format!("{category}:{name}")),
+                // The probes of synced writes and io_uring syncs are extras: without them the
+                // sync system calls are still traced.
+                Err(e) if optional.contains(program) => {
+                    failed.insert(program, format!("{e:#}"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for (program, why) in &failed {
+            report
+                .degraded
+                .push(format!("{program}: not attached ({why})"));
+            let affected: &[&str] = match *program {
+                "durable_ext4_enter" | "durable_ext4_exit" => &["on ext4"],
+                "durable_xfs" => &["on XFS"],
+                "durable_btrfs" => &["on btrfs"],
+                "durable_write_exit" => &["on XFS", "on btrfs"],
+                _ => &["io_uring"],
+            };
+            for source in &mut report.sync_sources {
+                if affected.iter().any(|a| source.name.contains(a)) && source.status.is_ok() {
+                    source.status = Err(format!("{program} not attached: {why}"));
+                }
+            }
         }
         for (program, name) in raw_plan {
             let raw_tracepoint: &mut RawTracePoint = ebpf

@@ -252,6 +252,9 @@ pub struct Disk<'a> {
     /// The queue time of requests that went through an I/O scheduler, split as btt does;
     /// null when none did (no scheduler, or a kernel without the split).
     pub scheduler: Option<Scheduler>,
+    /// The disk honours FUA writes itself (sysfs `queue/fua`); otherwise the block layer
+    /// drops the flag and follows each such write with a cache flush.
+    pub fua: bool,
 }
 
 /// btt's G2I (created -> inserted into the scheduler: plugged) and I2D (inserted ->
@@ -304,6 +307,7 @@ impl<'a> From<&'a DiskRow> for Disk<'a> {
                     g2i_avg_us: us_2(g2i),
                     i2d_avg_us: us_2(i2d),
                 }),
+            fua: d.geometry.fua,
         }
     }
 }
@@ -323,6 +327,9 @@ pub struct ProcessDevice<'a> {
     pub others: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Write requests with the FUA flag, and whether the disk honours FUA itself.
+    pub fua_writes: u64,
+    pub fua: bool,
 }
 
 #[derive(Serialize)]
@@ -347,8 +354,15 @@ pub struct Process<'a> {
     pub queue_us: Percentiles,
     pub device_us: Percentiles,
     pub syncs: u64,
+    /// Calls per kind: `fsync`, `fdatasync`, `sync_file_range`, `syncfs`, `sync`, `msync`,
+    /// `O_DSYNC write`, `O_SYNC write` (writes the filesystem made durable before
+    /// returning), `io_uring fsync`, `io_uring fdatasync`, `io_uring sync_file_range`,
+    /// `io_uring O_DSYNC write` (an io_uring write on an `O_DSYNC`/`O_SYNC` file).
+    pub sync_kinds: std::collections::BTreeMap<&'static str, u64>,
     pub sync_errors: u64,
     pub sync_latency_us: Percentiles,
+    /// FUA write requests (durable on their own) to disks that honour FUA.
+    pub fua_writes: u64,
     /// Bytes written to the synced fds since their previous syncs (the synced payload).
     pub sync_window_bytes: u64,
     /// Bytes of write requests it created inside its own sync calls.
@@ -444,6 +458,9 @@ pub struct IoLimitJson<'a> {
 pub struct SyncCost {
     pub small: Population,
     pub large: Population,
+    /// Settled calls whose payload is not measured (io_uring: its writes are not system
+    /// calls): what they wrote themselves and what was charged to them; payload 0.
+    pub unmeasured: Population,
     /// Settled calls with nothing to make durable.
     pub empty: u64,
 }
@@ -536,6 +553,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             sync_cost: SyncCost {
                 small: (&f.sync.small).into(),
                 large: (&f.sync.large).into(),
+                unmeasured: (&f.sync.unmeasured).into(),
                 empty: f.sync.empty,
             },
             sync_files: f.sync.files.iter().map(|(p, _)| p.as_str()).collect(),
@@ -548,6 +566,8 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             queue_us: (&f.queue).into(),
             device_us: (&f.device).into(),
             syncs: f.sync.syncs,
+            sync_kinds: f.sync.kinds.iter().copied().collect(),
+            fua_writes: f.fua_writes,
             sync_errors: f.sync.errors,
             sync_latency_us: (&f.sync.latency).into(),
             sync_window_bytes: f.sync.window_bytes,
@@ -571,6 +591,8 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                     others: d.others,
                     read_bytes: d.read_bytes,
                     write_bytes: d.write_bytes,
+                    fua_writes: d.fua_writes,
+                    fua: d.fua_supported,
                 })
                 .collect(),
             direct_io: DirectIo {

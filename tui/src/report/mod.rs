@@ -15,10 +15,14 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
         .procs
         .iter()
         .filter(|p| {
+            let s = &p.interval.sync;
             p.interval.ios() > 0
                 || p.interval.writeback_bytes > 0
-                || p.interval.sync.syncs > 0
-                || p.interval.sync.charged_write_bytes > 0
+                || s.syncs > 0
+                // Calls settled in this interval (a short-lived process's cost arrives after
+                // its calls, when it may have nothing else to report).
+                || s.small.calls + s.large.calls + s.unmeasured.calls + s.empty > 0
+                || s.charged_write_bytes > 0
                 || p.interval.dstate_ns > 0
                 || p.interval.waited()
         })
@@ -79,5 +83,44 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(1_795_305_601_250), "2026-11-22T00:00:01.250Z");
+    }
+
+    #[test]
+    fn a_process_whose_calls_settle_later_is_reported_then() {
+        use crate::model::{Aggregator, Comm, FileRef, KernelSample, Settings, SyncCall, SyncKind};
+        const MS: u64 = 1_000_000;
+        let mut model = Aggregator::new(Settings::default(), 0);
+        model.ingest_sync(&SyncCall {
+            tgid: 42,
+            tid: 42,
+            comm: Comm::new("dd"),
+            kind: SyncKind::DsyncWrite,
+            fd: Some(1),
+            start_ns: 10 * MS,
+            end_ns: 11 * MS,
+            ret: 128,
+            window_bytes: 128,
+            window_writes: 1,
+            file: FileRef::Path("/x".into()),
+            dev: None,
+            fs_block_size: 4096,
+            fs_dev: None,
+            ino: 0,
+            name: String::new(),
+        });
+        let tick = |model: &mut Aggregator, now_ms| {
+            model.tick(&KernelSample {
+                now_ns: now_ms * MS,
+                ..KernelSample::default()
+            })
+        };
+        let first = tick(&mut model, 100);
+        assert_eq!(active_procs(&first, &[]).len(), 1, "the call");
+        let second = tick(&mut model, 1_000);
+        let rows = active_procs(&second, &[]);
+        assert_eq!(rows.len(), 1, "its cost, settled");
+        assert_eq!(rows[0].interval.sync.small.calls, 1);
+        let third = tick(&mut model, 2_000);
+        assert!(active_procs(&third, &[]).is_empty(), "then nothing");
     }
 }

@@ -111,9 +111,10 @@ fn summary_lines<'a>(
         Line::from(vec![
             Span::styled("SYNC  ", theme.key),
             Span::raw(format!(
-                "{:.0}/s ({} calls, {} failed)  latency {}",
+                "{:.0}/s ({} calls{}, {} failed)  latency {}",
                 rate(s.syncs),
                 s.syncs,
+                kinds(&s.kinds),
                 s.errors,
                 latency_summary(&s.latency),
             )),
@@ -150,6 +151,34 @@ fn summary_lines<'a>(
                 )),
             ]));
         }
+    }
+    if s.unmeasured.calls > 0 {
+        let p = &s.unmeasured;
+        lines.push(Line::from(vec![
+            Span::styled("      io_uring syncs ", theme.dim),
+            Span::raw(format!(
+                "{} calls, payload not measured → {} own + {} charged each",
+                p.calls,
+                quantity::bytes(p.mean_own()),
+                quantity::bytes(p.mean_charged()),
+            )),
+        ]));
+    }
+    let honouring: Vec<&str> = row
+        .devices
+        .iter()
+        .filter(|d| d.fua_supported)
+        .map(|d| d.name.as_str())
+        .collect();
+    if f.fua_writes > 0 || !honouring.is_empty() {
+        lines.push(Line::from(vec![
+            Span::styled("FUA   ", theme.key),
+            Span::raw(format!(
+                "{} writes made durable by the device on their own ({} honours FUA)",
+                f.fua_writes,
+                honouring.join(", "),
+            )),
+        ]));
     }
     for (label, sizes) in [("W SIZES", &f.write_sizes), ("R SIZES", &f.read_sizes)] {
         if !sizes.is_empty() {
@@ -243,16 +272,47 @@ fn render_sync_hist(frame: &mut Frame, area: Rect, row: &ProcRow, ui: &UiState, 
     frame.render_widget(Paragraph::new(lines), area);
 }
 
+/// `: 300 O_DSYNC write, 2 fsync` (nothing for a single kind).
+fn kinds(kinds: &[(&str, u64)]) -> String {
+    if kinds.len() < 2 {
+        return kinds
+            .first()
+            .map_or_else(String::new, |(kind, _)| format!(", {kind}"));
+    }
+    let mut by_calls = kinds.to_vec();
+    by_calls.sort_by_key(|k| std::cmp::Reverse(k.1));
+    format!(
+        ": {}",
+        by_calls
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &Theme) {
+    // The call column fits the longest kind shown (`io_uring O_DSYNC write`).
+    let call_width = row
+        .recent_syncs
+        .iter()
+        .map(|c| c.kind.name().len())
+        .max()
+        .unwrap_or(0)
+        .clamp(9, 22);
     let rows: Vec<Row> = row
         .recent_syncs
         .iter()
         .map(|c| {
             Row::new([
-                c.kind.to_string(),
+                c.kind.name().to_string(),
                 c.fd.map_or_else(|| "-".into(), |fd| fd.to_string()),
                 units::latency(c.latency_ns),
-                c.window_bytes.to_string(),
+                if c.kind.payload_measured() {
+                    c.window_bytes.to_string()
+                } else {
+                    "?".into()
+                },
                 c.cost.map_or_else(
                     || "…".into(),
                     |(own, charged)| quantity::bytes(own + charged),
@@ -269,7 +329,7 @@ fn render_recent_calls(frame: &mut Frame, area: Rect, row: &ProcRow, theme: &The
     let table = Table::new(
         rows,
         [
-            Constraint::Length(9),
+            Constraint::Length(u16::try_from(call_width).unwrap_or(22)),
             Constraint::Length(3),
             Constraint::Length(7),
             Constraint::Length(6),

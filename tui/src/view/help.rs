@@ -61,7 +61,7 @@ pub fn render(frame: &mut Frame, area: Rect, theme: &Theme) {
         theme.dim,
     ));
     lines.push(Line::styled(
-        "  (io_uring fsync not traced)  LMB/s asked  AMP device/asked",
+        "  O_DSYNC writes, io_uring syncs  LMB/s asked  AMP device/asked",
         theme.dim,
     ));
     lines.push(Line::styled(

@@ -87,6 +87,30 @@ fn drill_down_120x40() {
 }
 
 #[test]
+fn drill_down_names_every_kind_of_sync_and_fua_120x40() {
+    let mut ui = ui();
+    ui.selected_pid = Some(6100);
+    ui.show_detail = true;
+    let screen = text(&draw(
+        120,
+        40,
+        &crate::model::fixtures::sync_kinds_snapshot(),
+        &ui,
+    ));
+    for expected in [
+        "120 O_DSYNC write, 60 io_uring fsync",
+        "io_uring syncs 60 calls, payload not measured",
+        "FUA   4 writes made durable by the device on their own (nvme0n1 honours FUA)",
+        "O_DSYNC write ",
+        "io_uring fsync ",
+        "128 B O_DSYNC writes",
+    ] {
+        assert!(screen.contains(expected), "{expected:?} missing:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
 fn rows_with_a_finding_are_marked_with_a_symbol() {
     let screen = text(&draw(80, 24, &demo_snapshot(), &ui()));
     let lab001 = screen.lines().find(|l| l.starts_with("5689 ")).unwrap();

@@ -13,6 +13,10 @@
 //! O_DIRECT writes, then fdatasync) only flushes the device's cache, which `flush_heavy`
 //! judges. Settled calls must average at least one filesystem block of device writes.
 //!
+//! io_uring syncs have no measured payload (io_uring's writes are not system calls the
+//! probes count): what each wrote itself stands for it, a bound from above for the data
+//! pages it had to write.
+//!
 //! Severity: critical when the process spends at least half of its syncing stretch (first
 //! call's start to last call's end in the interval) waiting in them.
 
@@ -38,7 +42,7 @@ pub const MIN_SPAN_NS: u64 = 100_000_000;
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let s = &proc.interval.sync;
     // Judged on the calls settled in the interval: payload, time and cost of the same calls.
-    let settled = s.small.calls + s.large.calls + s.empty;
+    let settled = s.small.calls + s.large.calls + s.empty + s.unmeasured.calls;
     let rate = scene.rate(settled);
     if settled < MIN_SYNCS || rate < MIN_SYNCS_PER_S {
         return None;
@@ -55,9 +59,10 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     if typical >= unit * MAX_TYPICAL_UNITS {
         return None;
     }
-    let settled = s.small.calls + s.large.calls + s.empty;
-    let device =
-        s.small.own_bytes + s.small.charged_bytes + s.large.own_bytes + s.large.charged_bytes;
+    let device = [&s.small, &s.large, &s.unmeasured]
+        .iter()
+        .map(|p| p.own_bytes + p.charged_bytes)
+        .sum::<u64>();
     if settled == 0 || device / settled < u64::from(s.fs_block_size) {
         return None;
     }
@@ -87,14 +92,22 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             }
         ),
     };
+    // Mostly io_uring syncs: their payload is what they wrote themselves.
+    let unmeasured = s.unmeasured.calls * 2 > settled;
     finding.summary = format!(
-        "{} (pid {}): {} {}s in {}{files}, each making ~{} durable; {:.0}% of that time waiting in them (p99 {})",
+        "{} (pid {}): {} {}s in {}{files}, each {} ~{}{}; {:.0}% of that time waiting in them (p99 {})",
         proc.comm,
         proc.tgid,
         settled,
         s.kind,
         quantity::latency(s.settled_span_ns.max(1)),
+        if unmeasured { "writing" } else { "making" },
         quantity::bytes(typical),
+        if unmeasured {
+            " itself (payload not measured for io_uring)"
+        } else {
+            " durable"
+        },
         share * 100.0,
         quantity::latency(s.latency.p99_ns)
     );
@@ -119,6 +132,17 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         ("sync_p50_us", Evidence::Count(s.latency.p50_ns / 1000)),
         ("sync_p99_us", Evidence::Count(s.latency.p99_ns / 1000)),
         ("sync_kind", Evidence::Text(s.kind.to_string())),
+        (
+            "payload",
+            Evidence::Text(
+                if unmeasured {
+                    "own device writes (io_uring: not measured)"
+                } else {
+                    "measured"
+                }
+                .to_string(),
+            ),
+        ),
         (
             "files",
             Evidence::Count(u64::try_from(s.files.len()).unwrap_or(u64::MAX)),

@@ -660,6 +660,7 @@ impl Requests {
                     logical_block_size: 512,
                     physical_block_size: 4096,
                     minimum_io_size: 4096,
+                    fua: false,
                 }],
                 ..KernelSample::default()
             }));
@@ -969,4 +970,115 @@ fn healthy_streams_raise_nothing() {
     }
     let found = r.kinds_over(u64::from(INFO_MIN_STREAK));
     assert!(found.is_empty(), "healthy streams raised {found:?}");
+}
+
+#[test]
+fn small_o_dsync_writes_are_named_like_fsynced_ones() {
+    // `dd bs=128 oflag=dsync`: each 128-byte write runs the filesystem's fsync before it
+    // returns; the probes report each as one sync of kind `O_DSYNC write`.
+    let found = lab001(128, SyncKind::DsyncWrite, 500).findings();
+    let wa = of_kind(&found, FindingKind::WriteAmplification);
+    assert_eq!(wa.len(), 1, "{found:?}");
+    let f = wa[0];
+    assert!(
+        f.summary
+            .contains("96x write amplification, 128 B O_DSYNC writes: 500 of 500 O_DSYNC writes made 128 B durable at 96x"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(
+        *evidence(f, "sync_kind"),
+        Evidence::Text("O_DSYNC write".into())
+    );
+    assert!(f.fix.contains("without O_DSYNC"), "{}", f.fix);
+    let found = lab001(128, SyncKind::OsyncWrite, 500).findings();
+    let f = of_kind(&found, FindingKind::WriteAmplification)[0];
+    assert!(f.summary.contains("128 B O_SYNC writes"), "{}", f.summary);
+    assert!(f.fix.contains("without O_SYNC"), "{}", f.fix);
+}
+
+#[test]
+fn whole_block_o_dsync_writes_are_not_amplified() {
+    let found = lab001(4096, SyncKind::DsyncWrite, 500).findings();
+    assert!(
+        of_kind(&found, FindingKind::WriteAmplification).is_empty(),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn calls_settled_in_a_later_interval_keep_their_kind() {
+    // A short `dd oflag=dsync` ends before the interval does; its calls settle in the next
+    // one, which has no calls of its own: the finding still says what they were.
+    let mut s = lab001(128, SyncKind::DsyncWrite, 300);
+    let first = s.model.tick(&KernelSample {
+        now_ns: 400 * MS,
+        names: vec![(DISK, "loop0".into())],
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    let proc = first.procs.iter().find(|p| p.tgid == 42).unwrap();
+    assert_eq!(proc.interval.sync.kinds, vec![("O_DSYNC write", 300)]);
+    let found = s.findings();
+    let f = of_kind(&found, FindingKind::WriteAmplification)[0];
+    assert!(f.summary.contains("O_DSYNC writes"), "{}", f.summary);
+}
+
+#[test]
+fn io_uring_fsyncs_are_counted_but_their_payload_is_not_judged() {
+    // fio --ioengine=io_uring --bs=4k --fsync=1: the io-wq worker writes the 4 KiB page inside
+    // each fsync; jbd2 commits. io_uring's writes are not system calls: no payload measured.
+    let mut s = Stream::new();
+    for i in 0..500u64 {
+        let t = i * MS;
+        s.write_request(42, "iou-wrk-42", t + 100 * US, 4096, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 200 * US, 8192, false, true);
+        s.sync(42, SyncKind::UringFsync, t + 50 * US, t + 700 * US, 0, 0);
+    }
+    let snap = s.model.tick(&KernelSample {
+        kind: SampleKind::Final,
+        now_ns: 1_000 * MS,
+        names: vec![(DISK, "loop0".into())],
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    let sync = &snap
+        .procs
+        .iter()
+        .find(|p| p.tgid == 42)
+        .unwrap()
+        .interval
+        .sync;
+    assert_eq!(sync.kinds, vec![("io_uring fsync", 500)]);
+    assert_eq!(
+        (sync.unmeasured.calls, sync.empty),
+        (500, 0),
+        "not empty: unknown"
+    );
+    assert_eq!(sync.unmeasured.own_bytes, 500 * 4096);
+    assert_eq!(sync.amplification(), None, "no payload, no ratio");
+    assert!(of_kind(&snap.findings, FindingKind::WriteAmplification).is_empty());
+    // 500 syncs in half a second, each writing one page itself, 65% of the time inside them.
+    let storm = of_kind(&snap.findings, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{:?}", snap.findings);
+    assert!(
+        storm[0].summary.contains(
+            "500 io_uring fsyncs in 500ms on /mnt/test/log, each writing ~4.1 KiB itself"
+        ),
+        "{}",
+        storm[0].summary
+    );
+}
+
+#[test]
+fn batched_io_uring_fsyncs_are_no_storm() {
+    // 1 MiB written back inside each of 20 fsyncs a second: each carries plenty.
+    let mut s = Stream::new();
+    for i in 0..20u64 {
+        let t = i * 50 * MS;
+        s.write_request(42, "iou-wrk-42", t + 100 * US, 1 << 20, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 200 * US, 8192, false, true);
+        s.sync(42, SyncKind::UringFsync, t + 50 * US, t + 5 * MS, 0, 0);
+    }
+    assert!(s.findings().is_empty());
 }

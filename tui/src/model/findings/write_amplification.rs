@@ -1,5 +1,6 @@
 //! `write_amplification`: small writes, each made durable by its own sync (Brendan Gregg's
-//! lab001, a logger that fsyncs every record, O_DSYNC appends).
+//! lab001, a logger that fsyncs every record, appends to an `O_DSYNC` file: each such write
+//! runs the filesystem's fsync before it returns, and is one sync call here).
 //!
 //! Every such sync writes at least one whole filesystem block for the few bytes that changed
 //! and, on a journaling filesystem, a commit (descriptor, metadata, commit block and a cache
@@ -71,8 +72,14 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     } else {
         format!("~{}", quantity::bytes(small.mean_payload()))
     };
+    // "fsync after 128 B writes", or "128 B O_DSYNC writes" for writes that sync themselves.
+    let pattern = if s.kind_is_write() {
+        format!("{typical} {kind}s")
+    } else {
+        format!("{kind} after {typical} writes")
+    };
     finding.summary = format!(
-        "{} (pid {}): {} write amplification, {kind} after {typical} writes: {populations}{file}",
+        "{} (pid {}): {} write amplification, {pattern}: {populations}{file}",
         proc.comm,
         proc.tgid,
         quantity::times(ratio),
@@ -115,9 +122,21 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         "each {kind} of less than a {block}-byte filesystem block still writes a whole block, \
          plus a journal commit and a cache flush"
     );
-    finding.fix = "batch records and sync less often (group commit), write whole blocks, or \
-                   preallocate the file and use fdatasync"
-        .to_string();
+    finding.fix = if s.kind_is_write() {
+        format!(
+            "open the file without {}: write records in batches and fdatasync once per batch \
+             (group commit), write whole blocks, or preallocate the file",
+            if kind.starts_with("O_SYNC") {
+                "O_SYNC"
+            } else {
+                "O_DSYNC"
+            }
+        )
+    } else {
+        "batch records and sync less often (group commit), write whole blocks, or \
+         preallocate the file and use fdatasync"
+            .to_string()
+    };
     Some(finding)
 }
 

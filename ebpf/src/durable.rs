@@ -1,0 +1,522 @@
+//! Data made durable outside the sync system calls.
+//!
+//! - **Synced writes** (`O_DSYNC`, `O_SYNC`, `RWF_DSYNC`): the write itself runs the
+//!   filesystem's fsync (`generic_write_sync` -> `vfs_fsync_range`), and the filesystem's own
+//!   tracepoint fires in the writer (`ext4:ext4_sync_file_enter`, `xfs:xfs_file_fsync`,
+//!   `btrfs:btrfs_sync_file`). When the thread is not already inside a sync system call, that
+//!   begins a sync of its own in [`SYNCS_IN_FLIGHT`] (so its block requests are flagged as the
+//!   sync's own writes); `ext4_sync_file_exit` or the write system call's exit, whichever comes
+//!   first, ends it and emits its record. The write is recognised, and its fd read, from the
+//!   thread's user registers (`bpf_task_pt_regs`); without an exit tracepoint of its own a
+//!   sync is only begun inside a write system call, so that something always ends it.
+//! - **io_uring syncs**: `IORING_OP_FSYNC` and `IORING_OP_SYNC_FILE_RANGE` are always punted
+//!   to io-wq (`io_uring_queue_async_work`), which notes them by request; the filesystem's
+//!   tracepoint then fires in the io-wq worker, found running that request through its
+//!   `io_worker.cur_work`, which marks the worker (its block requests are the sync's own);
+//!   `io_uring_complete` of the request, in whichever thread, ends it.
+//! - **Synced io_uring writes** (`SYNC_URING_DSYNC_WRITE`): punted ones are followed like
+//!   io_uring syncs (their worker's filesystem tracepoint notes them); one io_uring runs
+//!   inline (XFS takes buffered writes without blocking) fires the filesystem's tracepoint in
+//!   `io_uring_enter` (recognised from the registers), and ends at the next one of the same
+//!   call or at the call's exit (`sys_exit_io_uring_enter`): counted exactly, timed to within
+//!   the rest of the call's submissions.
+//!
+//! Every exit path returns at once when nothing is in progress: the write exits when no
+//! thread is in a sync (`SYNCS_ACTIVE`), the io_uring completions when no io_uring sync is
+//! pending ([`URING_ACTIVE`]).
+
+use aya_ebpf::{
+    Global,
+    bindings::{BPF_ANY, BPF_NOEXIST},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns,
+        generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
+    },
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::{Array, HashMap},
+    programs::{RawTracePointContext, TracePointContext},
+};
+use iotop_bpf_common::{
+    COMM_LEN,
+    sync::{
+        CQE_RES, DurableBtf, DurableOffsets, FdWindow, IORING_FSYNC_DATASYNC, IORING_OP_FSYNC,
+        IORING_OP_SYNC_FILE_RANGE, RAW_COMPLETE_CQE, SYNC_DSYNC_WRITE, SYNC_IN_WORKER,
+        SYNC_OSYNC_WRITE, SYNC_URING_DSYNC_WRITE, SYNC_URING_FDATASYNC, SYNC_URING_FSYNC,
+        SYNC_URING_SYNC_FILE_RANGE, SyncInFlight, TOKEN_URING_INLINE, UringSync,
+    },
+    tracepoint::ABSENT,
+};
+
+use crate::{
+    fields::Window,
+    file::{self, FileIdentity},
+    sync::{
+        SYNCS_IN_FLIGHT, any_sync_active, atomic_add, begin, emit, finish, forget, syscall_ret,
+    },
+};
+
+#[unsafe(no_mangle)]
+static DURABLE_OFFSETS: Global<DurableOffsets> = Global::new(DurableOffsets::ABSENT);
+
+#[unsafe(no_mangle)]
+static DURABLE_BTF: Global<DurableBtf> = Global::new(DurableBtf::ABSENT);
+
+/// Punted io_uring syncs not yet completed: request -> the sync.
+#[map]
+static URING_SYNCS: HashMap<u64, UringSync> = HashMap::with_max_entries(4_096, 0);
+
+/// How many entries [`URING_SYNCS`] holds, all CPUs together: the completion probe, which
+/// runs on every io_uring completion of the host, returns at once while it is 0.
+#[map]
+static URING_ACTIVE: Array<u64> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn uring_active_add(delta: u64) {
+    if let Some(count) = URING_ACTIVE.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned map value.
+        unsafe { atomic_add(count, delta) };
+    }
+}
+
+#[inline(always)]
+fn any_uring_sync() -> bool {
+    URING_ACTIVE.get(0).is_some_and(|n| *n != 0)
+}
+
+/// `ext4:ext4_sync_file_enter`.
+#[tracepoint]
+pub fn durable_ext4_enter(ctx: TracePointContext) -> u32 {
+    let o = DURABLE_OFFSETS.load();
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    synced(
+        w.u32(o.ext4_dev).unwrap_or(0),
+        w.u64(o.ext4_ino).unwrap_or(0),
+        w.u32(o.ext4_datasync).ok().map(|d| d != 0),
+        true,
+    );
+    0
+}
+
+/// `ext4:ext4_sync_file_exit`: ends a synced write (its record) or a worker's part in an
+/// io_uring sync (the request's completion emits that record).
+#[tracepoint]
+pub fn durable_ext4_exit(ctx: TracePointContext) -> u32 {
+    if !any_sync_active() {
+        return 0;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid) else {
+        return 0;
+    };
+    // SAFETY: copied out before the entry is removed.
+    let call = unsafe { *call };
+    match call.kind {
+        SYNC_IN_WORKER => forget(pid_tgid),
+        SYNC_DSYNC_WRITE | SYNC_OSYNC_WRITE | SYNC_URING_DSYNC_WRITE => {
+            let o = DURABLE_OFFSETS.load();
+            let ret = Window::read(&ctx)
+                .and_then(|w| w.u32(o.ext4_ret))
+                .map_or(0, |r| i64::from(r as i32));
+            finish(pid_tgid, &call, ret);
+        }
+        // Inside a sync system call: its exit ends it.
+        _ => {}
+    }
+    0
+}
+
+/// `xfs:xfs_file_fsync` (no exit tracepoint).
+#[tracepoint]
+pub fn durable_xfs(ctx: TracePointContext) -> u32 {
+    let o = DURABLE_OFFSETS.load();
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    synced(
+        w.u32(o.xfs_dev).unwrap_or(0),
+        w.u64(o.xfs_ino).unwrap_or(0),
+        None,
+        false,
+    );
+    0
+}
+
+/// `btrfs:btrfs_sync_file` (no exit tracepoint; its device is a UUID, not a `dev_t`).
+#[tracepoint]
+pub fn durable_btrfs(ctx: TracePointContext) -> u32 {
+    let o = DURABLE_OFFSETS.load();
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    synced(
+        0,
+        w.u64(o.btrfs_ino).unwrap_or(0),
+        w.u32(o.btrfs_datasync).ok().map(|d| d != 0),
+        false,
+    );
+    0
+}
+
+/// `sys_exit_write`, `_pwrite64`, `_writev`, `_pwritev`, `_pwritev2` (and
+/// `sys_exit_io_uring_enter`, for writes io_uring ran inline): ends a synced write
+/// that no filesystem exit tracepoint ended. Runs on every write system call of the host:
+/// one array load while no thread is in a sync.
+#[tracepoint]
+pub fn durable_write_exit(ctx: TracePointContext) -> u32 {
+    if !any_sync_active() {
+        return 0;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid) else {
+        return 0;
+    };
+    // SAFETY: copied out before the entry is removed.
+    let call = unsafe { *call };
+    if call.kind == SYNC_DSYNC_WRITE || call.kind == SYNC_OSYNC_WRITE {
+        finish(pid_tgid, &call, syscall_ret(&ctx));
+    } else if call.kind == SYNC_URING_DSYNC_WRITE && call.token == TOKEN_URING_INLINE {
+        // io_uring_enter's result is no write's.
+        finish(pid_tgid, &call, 0);
+    }
+    0
+}
+
+/// A filesystem began to make a file durable (`dev`: its filesystem, `ino`: the inode;
+/// `datasync` where the tracepoint says; `has_exit`: an exit tracepoint will end it).
+#[inline(always)]
+fn synced(dev: u32, ino: u64, datasync: Option<bool>, has_exit: bool) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if any_sync_active()
+        && let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid)
+    {
+        // SAFETY: copied out of a valid map value.
+        let call = unsafe { *call };
+        if call.kind == SYNC_URING_DSYNC_WRITE && call.token == TOKEN_URING_INLINE {
+            // The previous synced write of this io_uring_enter ends where this one begins.
+            finish(pid_tgid, &call, 0);
+        } else if call.kind != SYNC_IN_WORKER {
+            return; // inside fsync, fdatasync, msync... (or a write already counted)
+        }
+    }
+    let btf = DURABLE_BTF.load();
+    let now = unsafe { bpf_ktime_get_ns() };
+    if btf.finds_workers()
+        && let Some(req) = worker_request(&btf)
+    {
+        in_worker(pid_tgid, req, dev, ino, datasync, has_exit, now);
+        return;
+    }
+    // A write system call that synced? Its fd is its first argument.
+    let fd = if btf.reads_registers() {
+        match writer(&btf) {
+            Writer::Syscall(fd) => fd,
+            // A write io_uring runs inline: its exit (or the next one) ends it.
+            Writer::UringEnter => {
+                begin(
+                    pid_tgid,
+                    &SyncInFlight {
+                        start_ns: now,
+                        token: TOKEN_URING_INLINE,
+                        ino,
+                        fs_dev: dev,
+                        fd: -1,
+                        kind: SYNC_URING_DSYNC_WRITE,
+                        _pad: [0; 7],
+                    },
+                );
+                return;
+            }
+            // Some other context (a kernel thread, aio, splice): not a write this probe
+            // follows to its end.
+            Writer::Other => return,
+        }
+    } else if has_exit {
+        -1
+    } else {
+        return;
+    };
+    let kind = match datasync {
+        Some(true) => SYNC_DSYNC_WRITE,
+        Some(false) => SYNC_OSYNC_WRITE,
+        None if opened_o_sync(&btf, fd) => SYNC_OSYNC_WRITE,
+        None => SYNC_DSYNC_WRITE,
+    };
+    begin(
+        pid_tgid,
+        &SyncInFlight {
+            start_ns: now,
+            token: 0,
+            ino,
+            fs_dev: dev,
+            fd,
+            kind,
+            _pad: [0; 7],
+        },
+    );
+}
+
+/// The current thread's file `fd` was opened with `O_SYNC` (not only `O_DSYNC`).
+#[inline(always)]
+fn opened_o_sync(btf: &DurableBtf, fd: i32) -> bool {
+    if btf.file_flags == ABSENT || btf.o_sync_bit == 0 {
+        return false;
+    }
+    file::file_of_fd(fd)
+        .and_then(|f| file::read::<u32>(f, btf.file_flags))
+        .is_ok_and(|flags| flags & btf.o_sync_bit != 0)
+}
+
+/// What the current thread is in when its data is made durable.
+enum Writer {
+    /// A write system call, on this fd.
+    Syscall(i32),
+    /// `io_uring_enter`, running a write inline.
+    UringEnter,
+    Other,
+}
+
+/// The system call the current thread is in, from its user registers.
+#[inline(always)]
+fn writer(btf: &DurableBtf) -> Writer {
+    // SAFETY: helpers without preconditions; the registers are read through
+    // bpf_probe_read_kernel only.
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as u64;
+    let Ok(nr) = file::read::<u64>(regs, btf.regs_nr) else {
+        return Writer::Other;
+    };
+    if btf.uring_enter_nr != u32::MAX && nr == u64::from(btf.uring_enter_nr) {
+        return Writer::UringEnter;
+    }
+    let mut i = 0;
+    let mut found = false;
+    while i < btf.write_nrs.len() {
+        if u64::from(btf.write_nrs[i]) == nr {
+            found = true;
+        }
+        i += 1;
+    }
+    if !found {
+        return Writer::Other;
+    }
+    match file::read::<u64>(regs, btf.regs_arg0) {
+        Ok(fd) => Writer::Syscall(fd as i32),
+        Err(()) => Writer::Other,
+    }
+}
+
+/// The io_uring request the current thread runs, if it is an io-wq worker.
+#[inline(always)]
+fn worker_request(btf: &DurableBtf) -> Option<u64> {
+    // SAFETY: a helper without preconditions; read through bpf_probe_read_kernel only.
+    let task = unsafe { bpf_get_current_task() };
+    let worker: u64 = file::read(task, btf.task_worker_private).ok()?;
+    // Kernel threads keep their own structure there; only an io-wq worker's points back.
+    let owner: u64 = file::read(worker, btf.worker_task).ok()?;
+    if owner != task {
+        return None;
+    }
+    let work: u64 = file::read(worker, btf.worker_cur_work).ok()?;
+    (work != 0).then(|| work - u64::from(btf.req_work))
+}
+
+/// The io-wq worker `pid_tgid` runs request `req`, and the filesystem syncs its file.
+#[inline(always)]
+fn in_worker(
+    pid_tgid: u64,
+    req: u64,
+    dev: u32,
+    ino: u64,
+    datasync: Option<bool>,
+    has_exit: bool,
+    now: u64,
+) {
+    if any_uring_sync()
+        && let Some(sync) = URING_SYNCS.get_ptr_mut(&req)
+    {
+        // A punted fsync: the worker's block requests are its own from now on.
+        // SAFETY: a valid map value, touched by this request's probes only.
+        unsafe {
+            (*sync).worker = pid_tgid as u32;
+            (*sync).ino = ino;
+            (*sync).fs_dev = dev;
+            if datasync == Some(true) && (*sync).kind == SYNC_URING_FSYNC {
+                (*sync).kind = SYNC_URING_FDATASYNC;
+            }
+        }
+        mark_worker(pid_tgid, req, now);
+        return;
+    }
+    // Another punted request made its data durable: an O_DSYNC write through io_uring.
+    let kind = SYNC_URING_DSYNC_WRITE;
+    if has_exit {
+        begin(
+            pid_tgid,
+            &SyncInFlight {
+                start_ns: now,
+                token: req,
+                ino,
+                fs_dev: dev,
+                fd: -1,
+                kind,
+                _pad: [0; 7],
+            },
+        );
+    } else {
+        note(req, pid_tgid, pid_tgid as u32, ino, dev, kind, now);
+        mark_worker(pid_tgid, req, now);
+    }
+}
+
+/// Marks the worker as running the sync `req` (replacing a request it ran before).
+#[inline(always)]
+fn mark_worker(pid_tgid: u64, req: u64, now: u64) {
+    begin(
+        pid_tgid,
+        &SyncInFlight {
+            start_ns: now,
+            token: req,
+            ino: 0,
+            fs_dev: 0,
+            fd: -1,
+            kind: SYNC_IN_WORKER,
+            _pad: [0; 7],
+        },
+    );
+}
+
+/// Notes a pending io_uring sync (counted once per request).
+#[inline(always)]
+fn note(req: u64, pid_tgid: u64, worker: u32, ino: u64, dev: u32, kind: u8, now: u64) {
+    let sync = UringSync {
+        start_ns: now,
+        pid_tgid,
+        ino,
+        worker,
+        fs_dev: dev,
+        kind,
+        _pad: [0; 7],
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    };
+    if URING_SYNCS
+        .insert(&req, &sync, u64::from(BPF_NOEXIST))
+        .is_ok()
+    {
+        uring_active_add(1);
+    } else {
+        let _ = URING_SYNCS.insert(&req, &sync, u64::from(BPF_ANY));
+    }
+}
+
+/// `io_uring:io_uring_queue_async_work`: a request goes to io-wq. Only the syncs are noted.
+#[tracepoint]
+pub fn uring_punt(ctx: TracePointContext) -> u32 {
+    let o = DURABLE_OFFSETS.load();
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    let Ok(opcode) = w.bytes8(o.punt_opcode) else {
+        return 0;
+    };
+    let mut kind = match opcode[0] {
+        IORING_OP_FSYNC => SYNC_URING_FSYNC,
+        IORING_OP_SYNC_FILE_RANGE => SYNC_URING_SYNC_FILE_RANGE,
+        _ => return 0,
+    };
+    let Ok(req) = w.u64(o.punt_req) else { return 0 };
+    let btf = DURABLE_BTF.load();
+    if kind == SYNC_URING_FSYNC
+        && btf.req_sync_flags != ABSENT
+        && file::read::<u32>(req, btf.req_sync_flags)
+            .is_ok_and(|flags| flags & IORING_FSYNC_DATASYNC != 0)
+    {
+        kind = SYNC_URING_FDATASYNC;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    note(req, pid_tgid, 0, 0, 0, kind, unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+/// `io_uring:io_uring_complete` (classic; where BTF does not give the raw one's arguments):
+/// runs on every io_uring completion of the host; one array load while no io_uring sync is
+/// pending.
+#[tracepoint]
+pub fn uring_complete(ctx: TracePointContext) -> u32 {
+    if !any_uring_sync() {
+        return 0;
+    }
+    let o = DURABLE_OFFSETS.load();
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    let Ok(req) = w.u64(o.complete_req) else {
+        return 0;
+    };
+    completed(req, || {
+        w.u32(o.complete_res).map_or(0, |r| i64::from(r as i32))
+    });
+    0
+}
+
+/// Raw `io_uring_complete`: the same without the trace record the classic tracepoint builds
+/// first (the record is built on every io_uring completion, before any program can return).
+#[raw_tracepoint(tracepoint = "io_uring_complete")]
+pub fn raw_uring_complete(ctx: RawTracePointContext) -> i32 {
+    if !any_uring_sync() {
+        return 0;
+    }
+    let req: u64 = ctx.arg(1);
+    completed(req, || {
+        let btf = DURABLE_BTF.load();
+        if btf.raw_complete == RAW_COMPLETE_CQE {
+            let cqe: u64 = ctx.arg(2);
+            file::read::<u32>(cqe, CQE_RES).map_or(0, |r| i64::from(r as i32))
+        } else {
+            i64::from(ctx.arg::<u64>(3) as u32 as i32)
+        }
+    });
+    0
+}
+
+/// Request `req` completed: if it is a pending io_uring sync, its record (`res`: its result).
+#[inline(always)]
+fn completed(req: u64, res: impl FnOnce() -> i64) {
+    let Some(sync) = URING_SYNCS.get_ptr(&req) else {
+        return;
+    };
+    // SAFETY: copied out before the entry is removed.
+    let sync = unsafe { *sync };
+    if URING_SYNCS.remove(&req).is_ok() {
+        uring_active_add(u64::MAX);
+    }
+    let res = res();
+    let tgid = sync.pid_tgid >> 32;
+    let worker_key = (tgid << 32) | u64::from(sync.worker);
+    if sync.worker != 0
+        && let Some(mark) = SYNCS_IN_FLIGHT.get_ptr(&worker_key)
+        // SAFETY: a valid map value.
+        && unsafe { (*mark).kind == SYNC_IN_WORKER && (*mark).token == req }
+    {
+        forget(worker_key);
+    }
+    // The file the request synced: still held by the request while it completes.
+    let btf = DURABLE_BTF.load();
+    let file = (if btf.req_file != ABSENT {
+        file::read::<u64>(req, btf.req_file)
+    } else {
+        Err(())
+    })
+    .and_then(|f| file::of_file(f, None))
+    .unwrap_or(FileIdentity {
+        ino: sync.ino,
+        fs_dev: sync.fs_dev,
+        ..FileIdentity::UNKNOWN
+    });
+    // Charged to the worker that ran it, whose block requests were its own writes.
+    let pid_tgid = if sync.worker != 0 {
+        worker_key
+    } else {
+        sync.pid_tgid
+    };
+    emit(
+        pid_tgid,
+        sync.start_ns,
+        res,
+        sync.kind,
+        -1,
+        FdWindow::default(),
+        &file,
+        sync.comm,
+    );
+}
