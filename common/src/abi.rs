@@ -6,6 +6,9 @@ pub const RECORD_SYNC_CALL: u16 = 2;
 pub const RECORD_DSTATE: u16 = 3;
 pub const RECORD_DIO: u16 = 4;
 pub const RECORD_EXIT: u16 = 5;
+/// A header alone, submitted with a forced wakeup: the probes need user space now (the first
+/// io_uring sync: the probes that end it are to be attached). Not counted as produced.
+pub const RECORD_WAKEUP: u16 = 6;
 
 /// The first 8 bytes of every ring-buffer record.
 ///

@@ -35,6 +35,10 @@ pub const SYNC_IN_WORKER: u8 = 0xff;
 /// [`SyncInFlight::token`] of a synced io_uring write run inline by `io_uring_enter`: the
 /// next one of the same call, or the call's exit, ends it.
 pub const TOKEN_URING_INLINE: u64 = 1;
+/// Array of one `u32`, set to 1 by the probes the first time an io_uring sync (punted or
+/// inline) is seen: user space then attaches the probes that end them (they run on every
+/// io_uring completion or `io_uring_enter` of the host, so not before they are needed).
+pub const URING_SYNC_SEEN: &str = "URING_SYNC_SEEN";
 
 /// io_uring opcodes (`enum io_uring_op`, UAPI).
 pub const IORING_OP_FSYNC: u8 = 3;

@@ -27,17 +27,17 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_ANY, BPF_NOEXIST},
+    bindings::{BPF_ANY, BPF_NOEXIST, BPF_RB_FORCE_WAKEUP},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns,
         generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
     },
     macros::{map, raw_tracepoint, tracepoint},
-    maps::{Array, HashMap},
+    maps::{Array, LruHashMap},
     programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
-    COMM_LEN,
+    COMM_LEN, RECORD_WAKEUP, RecordHeader,
     sync::{
         CQE_RES, DurableBtf, DurableOffsets, FdWindow, IORING_FSYNC_DATASYNC, IORING_OP_FSYNC,
         IORING_OP_SYNC_FILE_RANGE, RAW_COMPLETE_CQE, SYNC_DSYNC_WRITE, SYNC_IN_WORKER,
@@ -61,9 +61,38 @@ static DURABLE_OFFSETS: Global<DurableOffsets> = Global::new(DurableOffsets::ABS
 #[unsafe(no_mangle)]
 static DURABLE_BTF: Global<DurableBtf> = Global::new(DurableBtf::ABSENT);
 
-/// Punted io_uring syncs not yet completed: request -> the sync.
+/// Punted io_uring syncs not yet completed: request -> the sync. LRU: a sync whose completion
+/// was missed (it completed before its probe was attached) must not hold a slot for ever.
 #[map]
-static URING_SYNCS: HashMap<u64, UringSync> = HashMap::with_max_entries(4_096, 0);
+static URING_SYNCS: LruHashMap<u64, UringSync> = LruHashMap::with_max_entries(4_096, 0);
+
+/// See `iotop_bpf_common::sync::URING_SYNC_SEEN`.
+#[map]
+static URING_SYNC_SEEN: Array<u32> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn uring_sync_seen() {
+    let Some(seen) = URING_SYNC_SEEN.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: a valid, aligned map value; a racing store writes the same 1.
+    unsafe {
+        if *seen != 0 {
+            return;
+        }
+        *seen = 1;
+    }
+    // Wake the reader at once: the syncs that complete before it attaches their ends are
+    // lost, so every millisecond counts.
+    if let Some(mut record) = crate::block::EVENTS.reserve::<RecordHeader>(0) {
+        record.write(RecordHeader {
+            kind: RECORD_WAKEUP,
+            size: core::mem::size_of::<RecordHeader>() as u16,
+            _reserved: 0,
+        });
+        record.submit(u64::from(BPF_RB_FORCE_WAKEUP));
+    }
+}
 
 /// How many entries [`URING_SYNCS`] holds, all CPUs together: the completion probe, which
 /// runs on every io_uring completion of the host, returns at once while it is 0.
@@ -208,6 +237,7 @@ fn synced(dev: u32, ino: u64, datasync: Option<bool>, has_exit: bool) {
             Writer::Syscall(fd) => fd,
             // A write io_uring runs inline: its exit (or the next one) ends it.
             Writer::UringEnter => {
+                uring_sync_seen();
                 begin(
                     pid_tgid,
                     &SyncInFlight {
@@ -383,6 +413,7 @@ fn mark_worker(pid_tgid: u64, req: u64, now: u64) {
 /// Notes a pending io_uring sync (counted once per request).
 #[inline(always)]
 fn note(req: u64, pid_tgid: u64, worker: u32, ino: u64, dev: u32, kind: u8, now: u64) {
+    uring_sync_seen();
     let sync = UringSync {
         start_ns: now,
         pid_tgid,

@@ -201,6 +201,10 @@ fn small_o_dsync_writes_on(fs_kind: &str) {
     }
 }
 
+/// io_uring syncs that may complete before the probes that end them are attached (on the
+/// first one seen, with an immediate wakeup of the reader): 2% of fio's 511.
+const LOST_BEFORE_ATTACH: u64 = 10;
+
 #[test]
 #[ignore = "needs root: run with `cargo xtask test`"]
 fn small_o_dsync_writes_are_syncs_named_write_amplification_on_ext4() {
@@ -287,10 +291,19 @@ fn io_uring_fsyncs_on(fs_kind: &str, option: &str, kind: &str) {
         (SIZE / BS - 1..=SIZE / BS).contains(&fio_count),
         "fio did {fio_count} syncs"
     );
+    // The probes that end io_uring syncs are attached when the first one is seen (they
+    // would otherwise run on every io_uring completion of the host): the few that complete
+    // before (within about a millisecond) are lost. None is counted twice.
+    let kinds = kinds_of(&intervals, pid);
     assert_eq!(
-        kinds_of(&intervals, pid),
-        BTreeMap::from([(kind.to_string(), fio_count)]),
-        "{option} on {fs_kind}: every io_uring sync counted once, as fio counted them"
+        kinds.keys().collect::<Vec<_>>(),
+        [kind],
+        "{option} on {fs_kind}"
+    );
+    let counted = kinds[kind];
+    assert!(
+        counted <= fio_count && counted + LOST_BEFORE_ATTACH >= fio_count,
+        "{option} on {fs_kind}: {counted} io_uring syncs counted, fio did {fio_count}"
     );
     eprintln!(
         "{option} on {fs_kind}: fio {fio_count} syncs (p50 {fio_p50} us, p99 {fio_p99} us), iotop-bpf {:?}",
@@ -306,7 +319,7 @@ fn io_uring_fsyncs_on(fs_kind: &str, option: &str, kind: &str) {
         .iter()
         .map(|p| num(&p["sync_cost"]["unmeasured"], "calls"))
         .sum();
-    assert_eq!(unmeasured, fio_count, "io_uring payloads are not measured");
+    assert_eq!(unmeasured, counted, "io_uring payloads are not measured");
     // We time each sync from its punt to io-wq to its completion, inside what fio measures
     // from submission to reaping.
     let ours = num(
@@ -370,9 +383,14 @@ fn io_uring_dsync_writes_on(fs_kind: &str) {
     let kinds = kinds_of(&intervals, pid);
     eprintln!("io_uring O_DSYNC writes on {fs_kind}: {WRITES} writes, iotop-bpf {kinds:?}");
     assert_eq!(
-        kinds,
-        BTreeMap::from([("io_uring O_DSYNC write".to_string(), WRITES)]),
-        "every io_uring O_DSYNC write counted once on {fs_kind}"
+        kinds.keys().collect::<Vec<_>>(),
+        ["io_uring O_DSYNC write"],
+        "{fs_kind}"
+    );
+    let counted = kinds["io_uring O_DSYNC write"];
+    assert!(
+        counted <= WRITES && counted + LOST_BEFORE_ATTACH >= WRITES,
+        "{counted} io_uring O_DSYNC writes counted on {fs_kind}, of {WRITES}"
     );
     assert!(
         sum(&intervals, pid, "sync_write_bytes") >= WRITES * 4096 * 9 / 10,

@@ -200,12 +200,23 @@ impl LiveFeed {
     /// how many could not be decoded.
     pub fn drain(&mut self, max: usize, sink: &mut impl FnMut(Input)) -> (usize, u64) {
         self.refresh_geometry();
+        // The ends of io_uring syncs are attached when the first one shows up: the syncs
+        // that complete before (within one drain) are not counted.
+        if let Err(e) = self.probes.attach_for_io_uring_syncs() {
+            self.report
+                .degraded
+                .push(format!("io_uring syncs are not ended: {e:#}"));
+        }
         let ring = self.events.get_mut();
         let now_ns = monotonic_ns();
         let mut taken = 0;
         let mut bad = 0;
         while taken < max {
             let Some(item) = ring.next() else { break };
+            // A wakeup carries nothing: the probes wanted this drain (see above).
+            if item.get(..2) == Some(&iotop_bpf_common::RECORD_WAKEUP.to_ne_bytes()[..]) {
+                continue;
+            }
             let input = decode(&item);
             drop(item);
             taken += 1;
