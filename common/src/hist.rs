@@ -4,7 +4,7 @@
 /// counts latencies below 1 us; the last slot also takes everything above (2^30 us is ~18 min).
 pub const SLOTS: usize = 32;
 
-/// Slot of a latency given in nanoseconds (microsecond log2 buckets, as biolatency prints).
+/// Index of the highest set bit of `x` plus one (0 for 0).
 ///
 /// Branch-free on purpose: BPF has no conditional move, so every comparison is a branch the
 /// verifier must walk, and three binary searches per completion blow its 1M-instruction
@@ -12,31 +12,7 @@ pub const SLOTS: usize = 32;
 /// and no bit-counting intrinsics (which have had lowering gaps on the BPF target).
 #[inline(always)]
 #[must_use]
-pub const fn log2_slot(lat_ns: u64) -> u32 {
-    let mut v = lat_ns / 1000;
-    v |= v >> 1;
-    v |= v >> 2;
-    v |= v >> 4;
-    v |= v >> 8;
-    v |= v >> 16;
-    v |= v >> 32;
-    // popcount(v) = index of the highest set bit + 1, 0 for v == 0.
-    v -= (v >> 1) & 0x5555_5555_5555_5555;
-    v = (v & 0x3333_3333_3333_3333) + ((v >> 2) & 0x3333_3333_3333_3333);
-    v = (v + (v >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
-    let bits = (v.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32;
-    // min(bits, SLOTS - 1) without a branch: the mask is all ones when bits < SLOTS - 1.
-    let last = SLOTS as u32 - 1;
-    let below = ((bits.wrapping_sub(last)) >> 31).wrapping_neg();
-    (bits & below) | (last & !below)
-}
-
-/// `x` in 16 bits, within 0.1%: exact below 2,048 ns, else an 11-bit mantissa and a 5-bit
-/// shift (up to ~73 minutes; saturates beyond). Room for a time in a cache-line-sized slot
-/// of the in-flight table, where no u64 fits. Branch-free like [`log2_slot`].
-#[inline(always)]
-#[must_use]
-pub const fn compress_ns(x: u64) -> u16 {
+pub const fn bit_length(x: u64) -> u32 {
     let mut v = x;
     v |= v >> 1;
     v |= v >> 2;
@@ -47,7 +23,28 @@ pub const fn compress_ns(x: u64) -> u16 {
     v -= (v >> 1) & 0x5555_5555_5555_5555;
     v = (v & 0x3333_3333_3333_3333) + ((v >> 2) & 0x3333_3333_3333_3333);
     v = (v + (v >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
-    let bits = (v.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32;
+    (v.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32
+}
+
+/// Slot of a latency given in nanoseconds (microsecond log2 buckets, as biolatency prints).
+/// Branch-free, like [`bit_length`].
+#[inline(always)]
+#[must_use]
+pub const fn log2_slot(lat_ns: u64) -> u32 {
+    let bits = bit_length(lat_ns / 1000);
+    // min(bits, SLOTS - 1) without a branch: the mask is all ones when bits < SLOTS - 1.
+    let last = SLOTS as u32 - 1;
+    let below = ((bits.wrapping_sub(last)) >> 31).wrapping_neg();
+    (bits & below) | (last & !below)
+}
+
+/// `x` in 16 bits, within 0.1%: exact below 2,048 ns, else an 11-bit mantissa and a 5-bit
+/// shift (up to ~73 minutes; saturates beyond). Room for a time in a cache-line-sized slot
+/// of the in-flight table, where no u64 fits. Branch-free like [`bit_length`].
+#[inline(always)]
+#[must_use]
+pub const fn compress_ns(x: u64) -> u16 {
+    let bits = bit_length(x);
     // shift = clamp(bits - 11, 0, 31), branch-free.
     let over = bits.saturating_sub(11);
     let fits = ((over.wrapping_sub(31)) >> 31).wrapping_neg(); // all ones when over < 31

@@ -19,8 +19,7 @@ pub const CALL_SLOTS: usize = 96;
 /// percentile interpolated in it is within ~12% of the true value, where log2 slots give
 /// 2x). The last slot (from ~29 s) also takes everything above.
 ///
-/// Branch-light for the verifier, like [`crate::hist::log2_slot`]: the bit count comes from
-/// smearing the top bit right and a SWAR popcount.
+/// Branch-light for the verifier: the bit count is [`crate::hist::bit_length`].
 #[inline(always)]
 #[must_use]
 pub const fn call_slot(lat_ns: u64) -> u32 {
@@ -28,18 +27,8 @@ pub const fn call_slot(lat_ns: u64) -> u32 {
     if us < 4 {
         return us as u32;
     }
-    let mut v = us;
-    v |= v >> 1;
-    v |= v >> 2;
-    v |= v >> 4;
-    v |= v >> 8;
-    v |= v >> 16;
-    v |= v >> 32;
-    v -= (v >> 1) & 0x5555_5555_5555_5555;
-    v = (v & 0x3333_3333_3333_3333) + ((v >> 2) & 0x3333_3333_3333_3333);
-    v = (v + (v >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
     // Index of the highest set bit + 1: at least 3 here (us >= 4).
-    let bits = (v.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32;
+    let bits = crate::hist::bit_length(us);
     let sub = ((us >> (bits - 3)) & 3) as u32;
     let slot = 4 * (bits - 2) + sub;
     if slot >= CALL_SLOTS as u32 {

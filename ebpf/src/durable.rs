@@ -50,9 +50,7 @@ use iotop_bpf_common::{
 use crate::{
     fields::Window,
     file::{self, FileIdentity},
-    sync::{
-        SYNCS_IN_FLIGHT, any_sync_active, atomic_add, begin, emit, finish, forget, syscall_ret,
-    },
+    sync::{SYNCS_IN_FLIGHT, atomic_add, begin, current_call, emit, finish, forget, syscall_ret},
 };
 
 #[unsafe(no_mangle)]
@@ -130,15 +128,9 @@ pub fn durable_ext4_enter(ctx: TracePointContext) -> u32 {
 /// io_uring sync (the request's completion emits that record).
 #[tracepoint]
 pub fn durable_ext4_exit(ctx: TracePointContext) -> u32 {
-    if !any_sync_active() {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid) else {
+    let Some((pid_tgid, call)) = current_call() else {
         return 0;
     };
-    // SAFETY: copied out before the entry is removed.
-    let call = unsafe { *call };
     match call.kind {
         SYNC_IN_WORKER => forget(pid_tgid),
         SYNC_DSYNC_WRITE | SYNC_OSYNC_WRITE | SYNC_URING_DSYNC_WRITE => {
@@ -188,15 +180,9 @@ pub fn durable_btrfs(ctx: TracePointContext) -> u32 {
 /// one array load while no thread is in a sync.
 #[tracepoint]
 pub fn durable_write_exit(ctx: TracePointContext) -> u32 {
-    if !any_sync_active() {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid) else {
+    let Some((pid_tgid, call)) = current_call() else {
         return 0;
     };
-    // SAFETY: copied out before the entry is removed.
-    let call = unsafe { *call };
     if call.kind == SYNC_DSYNC_WRITE || call.kind == SYNC_OSYNC_WRITE {
         finish(pid_tgid, &call, syscall_ret(&ctx));
     } else if call.kind == SYNC_URING_DSYNC_WRITE && call.token == TOKEN_URING_INLINE {
@@ -211,11 +197,7 @@ pub fn durable_write_exit(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn synced(dev: u32, ino: u64, datasync: Option<bool>, has_exit: bool) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if any_sync_active()
-        && let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid)
-    {
-        // SAFETY: copied out of a valid map value.
-        let call = unsafe { *call };
+    if let Some((_, call)) = current_call() {
         if call.kind == SYNC_URING_DSYNC_WRITE && call.token == TOKEN_URING_INLINE {
             // The previous synced write of this io_uring_enter ends where this one begins.
             finish(pid_tgid, &call, 0);

@@ -174,6 +174,19 @@ pub fn sync_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// The current thread and a copy of its open sync call or synced write, if any; one array
+/// load (`SYNCS_ACTIVE`) while no thread is in one.
+#[inline(always)]
+pub fn current_call() -> Option<(u64, SyncInFlight)> {
+    if !any_sync_active() {
+        return None;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let call = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid)?;
+    // SAFETY: copied out of a valid map value before anyone removes it.
+    Some((pid_tgid, unsafe { *call }))
+}
+
 /// The system call's return value, from a `sys_exit_*` tracepoint.
 #[inline(always)]
 pub fn syscall_ret(ctx: &TracePointContext) -> i64 {
