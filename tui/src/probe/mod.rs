@@ -85,6 +85,34 @@ pub struct Probes {
     pub report: ProbeReport,
 }
 
+/// The raw tracepoint program `program` of the object.
+fn raw_program<'a>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut RawTracePoint> {
+    ebpf.program_mut(program)
+        .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+        .try_into()
+        .with_context(|| format!("{program} is not a raw tracepoint program"))
+}
+
+/// The classic tracepoint program `program` of the object.
+fn classic_program<'a>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut TracePoint> {
+    ebpf.program_mut(program)
+        .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+        .try_into()
+        .with_context(|| format!("{program} is not a tracepoint program"))
+}
+
+/// Attaches a loaded raw tracepoint program; the link detaches it when dropped.
+fn attach_raw(
+    raw_tracepoint: &mut RawTracePoint,
+    program: &str,
+    name: &str,
+) -> Result<Box<dyn Send>> {
+    let link = raw_tracepoint
+        .attach(name)
+        .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
+    Ok(Box::new(raw_tracepoint.take_link(link)?))
+}
+
 /// A program attached on demand: the ends of io_uring syncs run on every io_uring completion
 /// (`io_uring_complete`) or `io_uring_enter` exit of the host, ~40 ns each measured, for
 /// nothing until some program makes an io_uring sync.
@@ -438,11 +466,7 @@ impl Probes {
         let mut deferred = Vec::new();
         for &(program, name) in &durable.raw_attach {
             let mut attach = || -> Result<()> {
-                let raw_tracepoint: &mut RawTracePoint = ebpf
-                    .program_mut(program)
-                    .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
-                    .try_into()
-                    .with_context(|| format!("{program} is not a raw tracepoint program"))?;
+                let raw_tracepoint = raw_program(&mut ebpf, program)?;
                 raw_tracepoint
                     .load()
                     .with_context(|| format!("load program {program} (verifier)"))?;
@@ -450,10 +474,7 @@ impl Probes {
                     deferred.push(Deferred::Raw { program, name });
                     return Ok(());
                 }
-                let link = raw_tracepoint
-                    .attach(name)
-                    .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
-                links.push(Box::new(raw_tracepoint.take_link(link)?));
+                links.push(attach_raw(raw_tracepoint, program, name)?);
                 Ok(())
             };
             match attach() {
@@ -477,11 +498,7 @@ impl Probes {
                 continue;
             }
             let mut attach = || -> Result<()> {
-                let tracepoint: &mut TracePoint = ebpf
-                    .program_mut(program)
-                    .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
-                    .try_into()
-                    .with_context(|| format!("{program} is not a tracepoint program"))?;
+                let tracepoint = classic_program(&mut ebpf, program)?;
                 // One program may serve several tracepoints: load it once, attach it to each.
                 if loaded.insert(program) {
                     tracepoint
@@ -533,18 +550,11 @@ impl Probes {
             }
         }
         for (program, name) in raw_plan {
-            let raw_tracepoint: &mut RawTracePoint = ebpf
-                .program_mut(program)
-                .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
-                .try_into()
-                .with_context(|| format!("{program} is not a raw tracepoint program"))?;
+            let raw_tracepoint = raw_program(&mut ebpf, program)?;
             raw_tracepoint
                 .load()
                 .with_context(|| format!("load program {program} (verifier)"))?;
-            let link = raw_tracepoint
-                .attach(name)
-                .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
-            links.push(Box::new(raw_tracepoint.take_link(link)?));
+            links.push(attach_raw(raw_tracepoint, program, name)?);
             report.attached.push(format!("raw_tp:{name}"));
         }
         Ok(Self {
@@ -574,26 +584,15 @@ impl Probes {
         for deferred in std::mem::take(&mut self.deferred) {
             match deferred {
                 Deferred::Raw { program, name } => {
-                    let raw: &mut RawTracePoint = self
-                        .ebpf
-                        .program_mut(program)
-                        .ok_or_else(|| anyhow!("program {program} missing"))?
-                        .try_into()?;
-                    let link = raw
-                        .attach(name)
-                        .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
-                    self.links.push(Box::new(raw.take_link(link)?));
+                    let raw_tracepoint = raw_program(&mut self.ebpf, program)?;
+                    self.links.push(attach_raw(raw_tracepoint, program, name)?);
                 }
                 Deferred::Classic {
                     program,
                     category,
                     name,
                 } => {
-                    let tracepoint: &mut TracePoint = self
-                        .ebpf
-                        .program_mut(program)
-                        .ok_or_else(|| anyhow!("program {program} missing"))?
-                        .try_into()?;
+                    let tracepoint = classic_program(&mut self.ebpf, program)?;
                     let link = tracepoint.attach(category, name).with_context(|| {
                         format!("attach {program} to tracepoint {category}:{name}")
                     })?;
