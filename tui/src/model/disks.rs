@@ -136,21 +136,7 @@ impl DiskBook {
                     .iter()
                     .find(|(dev, _)| *dev == now.dev)
                     .map(|(_, name)| name.clone());
-                // Without a scheduler the kernel still "inserts" requests (onto the dispatch
-                // list) while the split is on for another disk: no G2I / I2D to show.
-                let (now, before, start) = if scheduler.is_some() {
-                    (now.clone(), before.clone(), start.clone())
-                } else {
-                    let unsplit = |t: &DiskTotals| DiskTotals {
-                        inserted: 0,
-                        g2i_ns: 0,
-                        i2d_ns: 0,
-                        ..t.clone()
-                    };
-                    (unsplit(now), unsplit(before), unsplit(start))
-                };
-                let (now, before, start) = (&now, &before, &start);
-                let row = DiskRow {
+                let mut row = DiskRow {
                     dev: now.dev,
                     name: name_of(now.dev),
                     scheduler,
@@ -170,6 +156,13 @@ impl DiskBook {
                         self.diskstats_since_start.get(&now.dev).copied(),
                     ),
                 };
+                if row.scheduler.is_none() {
+                    // Without a scheduler the kernel still "inserts" requests (onto the
+                    // dispatch list) while the split is on for another disk: no G2I / I2D.
+                    for f in [&mut row.interval, &mut row.total] {
+                        (f.inserted, f.g2i_sum_ns, f.i2d_sum_ns) = (0, 0, 0);
+                    }
+                }
                 state.interval.clear();
                 state.interval_sizes = RequestSizes::default();
                 row
