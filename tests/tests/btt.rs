@@ -266,3 +266,62 @@ fn a_disk_without_a_scheduler_shows_no_split() {
         assert!(d["scheduler"].is_null(), "{}", d["scheduler"]);
     }
 }
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn tar_onto_xfs_over_mq_deadline_shows_the_split() {
+    if !require_root("tar_onto_xfs_over_mq_deadline_shows_the_split") {
+        return;
+    }
+    let fs = iotop_bpf_integration::LoopFs::new("xfs", 512);
+    std::fs::write(
+        format!("/sys/block/{}/queue/scheduler", fs.name),
+        "mq-deadline",
+    )
+    .expect("set mq-deadline on the loop device");
+    let run = JsonRun::start(&[]);
+    // A program we did not write: tar unpacking the system's documentation, then sync.
+    let dest = fs.path("doc");
+    std::fs::create_dir_all(&dest).unwrap();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tar -C /usr/share -cf - doc | tar -C {} -xf - && sync",
+            dest.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success(), "tar | tar failed");
+    thread::sleep(Duration::from_millis(700));
+    let intervals = run.stop();
+    let disks: Vec<_> = intervals
+        .iter()
+        .flat_map(|i| i["disks"].as_array().unwrap().iter())
+        .filter(|d| d["name"] == fs.name.as_str())
+        .collect();
+    let writes: u64 = disks.iter().map(|d| num(d, "writes")).sum();
+    let reads: u64 = disks.iter().map(|d| num(d, "reads")).sum();
+    let split: Vec<_> = disks
+        .iter()
+        .filter_map(|d| d["scheduler"].as_object())
+        .collect();
+    let inserted: u64 = split.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
+    eprintln!(
+        "tar onto xfs on {}: {writes} writes, {inserted} timed through mq-deadline: {:?}",
+        fs.name,
+        split
+            .iter()
+            .map(|s| (s["g2i_avg_us"].clone(), s["i2d_avg_us"].clone()))
+            .collect::<Vec<_>>()
+    );
+    assert!(writes > 100, "tar wrote: {writes}");
+    assert!(
+        split.iter().all(|s| s["name"] == "mq-deadline"),
+        "{split:?}"
+    );
+    // The split starts once the disk is seen busy (after its first interval of writes).
+    assert!(
+        inserted > 0 && inserted <= writes + 1000,
+        "{inserted} of {writes}"
+    );
+}

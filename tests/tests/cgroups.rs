@@ -10,7 +10,13 @@ fn a_direct_io_writer_in_a_blkio_cgroup_shows_that_cgroup() {
     if !require_root("a_direct_io_writer_in_a_blkio_cgroup_shows_that_cgroup") {
         return;
     }
-    let fs = LoopFs::new("ext4", 256);
+    for fs_kind in ["ext4", "xfs"] {
+        direct_writer_in_a_group_on(fs_kind);
+    }
+}
+
+fn direct_writer_in_a_group_on(fs_kind: &str) {
+    let fs = LoopFs::new(fs_kind, 512);
     // A limit far above what dd does: the group is there to be named, not to throttle.
     let group = BlkioThrottle::new(&fs.dev, 100_000);
     let run = JsonRun::start(&[]);
@@ -70,5 +76,5 @@ fn a_direct_io_writer_in_a_blkio_cgroup_shows_that_cgroup() {
     for (name, path) in &root {
         assert_eq!((name.as_str(), path.as_str()), ("/", "/"), "the root group");
     }
-    eprintln!("dd {dd_pid}: {inside:?}; dd {outside_pid}: {root:?}");
+    eprintln!("{fs_kind}: dd {dd_pid}: {inside:?}; dd {outside_pid}: {root:?}");
 }
