@@ -151,11 +151,7 @@ impl LiveFeed {
                 ),
                 ..ThrottleWatch::default()
             },
-            sched_split: SchedSplitSwitch {
-                map: sched_split_on,
-                on: false,
-                requests: std::collections::HashMap::new(),
-            },
+            sched_split: SchedSplitSwitch::new(sched_split_on),
             started_ns: monotonic_ns(),
             report,
             probes,
@@ -225,11 +221,11 @@ impl LiveFeed {
                     if let Input::Exit(exit) = &input {
                         self.exited.push(exit.tgid);
                     }
-                    if let Input::Block(io) = &input
-                        && io.cgroup != 0
-                        && self.cgroups_seen.len() < MAX_CGROUPS_PER_INTERVAL
-                    {
-                        self.cgroups_seen.insert(io.cgroup);
+                    if let Input::Block(io) = &input {
+                        self.sched_split.saw_request(io.dev);
+                        if io.cgroup != 0 && self.cgroups_seen.len() < MAX_CGROUPS_PER_INTERVAL {
+                            self.cgroups_seen.insert(io.cgroup);
+                        }
                     }
                     annotate(
                         &mut self.procs,
@@ -300,7 +296,7 @@ impl LiveFeed {
         let names = block_device_names();
         let geometry = self.block_sizes.geometry(&names);
         let schedulers = sysfs::schedulers(&names);
-        self.sched_split.update(&disks, &schedulers);
+        self.sched_split.close_interval(&schedulers);
         KernelSample {
             kind,
             now_ns,
@@ -444,25 +440,51 @@ impl CallLatencyMode {
 }
 
 /// The switch of the scheduler split (G2I / I2D): timing `block_rq_insert` costs ~70 ns per
-/// I/O, and without a scheduler the kernel inserts requests too, so it is on only while a
-/// disk that has a scheduler completed requests in the last interval.
+/// I/O, and without a scheduler the kernel inserts requests too, so it is on only from the
+/// first completed request of a disk that has a scheduler until an interval without one.
 struct SchedSplitSwitch {
     map: aya::maps::Array<MapData, u32>,
     on: bool,
-    /// Requests each disk had completed at the previous sample.
-    requests: std::collections::HashMap<Dev, u64>,
+    /// The disks that have a scheduler (sysfs, read again at each sample).
+    scheduled: Vec<Dev>,
+    /// One of them completed a request since the last sample.
+    busy: bool,
 }
 
 impl SchedSplitSwitch {
-    fn update(&mut self, disks: &[DiskTotals], schedulers: &[(Dev, String)]) {
-        let mut busy = false;
-        for disk in disks {
-            let requests: u64 = disk.requests.iter().sum();
-            let before = self.requests.insert(disk.dev, requests).unwrap_or(0);
-            busy |= requests > before && schedulers.iter().any(|(dev, _)| *dev == disk.dev);
+    fn new(map: aya::maps::Array<MapData, u32>) -> Self {
+        Self {
+            map,
+            on: false,
+            scheduled: sysfs::schedulers(&block_device_names())
+                .into_iter()
+                .map(|(dev, _)| dev)
+                .collect(),
+            busy: false,
         }
-        if busy != self.on && self.map.set(0, u32::from(busy), 0).is_ok() {
-            self.on = busy;
+    }
+
+    /// A request of `dev` completed: the split goes on at once (within a drain of the
+    /// burst's first request) if `dev` has a scheduler.
+    fn saw_request(&mut self, dev: Dev) {
+        if !self.busy && self.scheduled.contains(&dev) {
+            self.busy = true;
+            self.turn(true);
+        }
+    }
+
+    /// At each sample: off again after an interval without a scheduled disk's request.
+    fn close_interval(&mut self, schedulers: &[(Dev, String)]) {
+        self.scheduled = schedulers.iter().map(|(dev, _)| *dev).collect();
+        if !self.busy {
+            self.turn(false);
+        }
+        self.busy = false;
+    }
+
+    fn turn(&mut self, on: bool) {
+        if on != self.on && self.map.set(0, u32::from(on), 0).is_ok() {
+            self.on = on;
         }
     }
 }

@@ -263,8 +263,8 @@ pub struct Disk<'a> {
 pub struct Scheduler {
     /// `mq-deadline`, `bfq`, `kyber`.
     pub name: String,
-    /// Requests timed through it (the split is measured while a disk with a scheduler is
-    /// busy, so from the second interval of a burst).
+    /// Requests timed through it (the split is switched on when a disk with a scheduler is
+    /// seen busy: a burst's first requests, until one completes and is read, are not).
     pub requests: u64,
     pub g2i_avg_us: f64,
     pub i2d_avg_us: f64,
