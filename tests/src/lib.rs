@@ -110,6 +110,20 @@ impl LoopFs {
         )
         .trim()
         .to_string();
+        let name = device.trim_start_matches("/dev/").to_string();
+        let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        // Owned from here: a failing mkfs or mount detaches the device on the way out.
+        let loop_fs = Self {
+            device,
+            dev,
+            name,
+            mountpoint: std::env::temp_dir().join(&tag),
+            backing,
+        };
+        let device = loop_fs.device.as_str();
         let block = block.to_string();
         match fs {
             // The block size is always given (mke2fs picks 1 KiB below 512 MiB).
@@ -122,30 +136,18 @@ impl LoopFs {
                     &block,
                     "-E",
                     "lazy_itable_init=0,lazy_journal_init=0",
-                    &device,
+                    device,
                 ],
             ),
             "xfs" => sh(
                 "mkfs.xfs",
-                &["-q", "-f", "-b", &format!("size={block}"), &device],
+                &["-q", "-f", "-b", &format!("size={block}"), device],
             ),
             other => panic!("unsupported filesystem {other}"),
         };
-        let mountpoint = std::env::temp_dir().join(&tag);
-        std::fs::create_dir_all(&mountpoint).unwrap();
-        sh("mount", &[&device, mountpoint.to_str().unwrap()]);
-        let name = device.trim_start_matches("/dev/").to_string();
-        let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
-            .unwrap()
-            .trim()
-            .to_string();
-        Self {
-            device,
-            dev,
-            name,
-            mountpoint,
-            backing,
-        }
+        std::fs::create_dir_all(&loop_fs.mountpoint).unwrap();
+        sh("mount", &[device, loop_fs.mountpoint.to_str().unwrap()]);
+        loop_fs
     }
 
     pub fn path(&self, file: &str) -> PathBuf {
