@@ -337,6 +337,16 @@ impl Drop for BlkioThrottle {
     }
 }
 
+/// Every row of disk `name` (`loop7`), one per interval it appeared in.
+#[must_use]
+pub fn disk_rows<'a>(intervals: &'a [Value], name: &str) -> Vec<&'a Value> {
+    intervals
+        .iter()
+        .flat_map(|i| i["disks"].as_array().into_iter().flatten())
+        .filter(|d| d["name"] == name)
+        .collect()
+}
+
 /// Every process entry of `pid`, one per interval it appeared in.
 #[must_use]
 pub fn entries_of(intervals: &[Value], pid: u32) -> Vec<&Value> {

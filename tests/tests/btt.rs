@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use iotop_bpf_integration::{JsonRun, num, require_root, sh};
+use iotop_bpf_integration::{JsonRun, disk_rows, num, require_root, sh};
 
 /// A bare loop device over a file in /dev/shm (no filesystem: the test writes to it).
 struct RawLoop {
@@ -180,11 +180,7 @@ fn a_disk_with_a_scheduler_splits_queue_time_and_counts_merges() {
     thread::sleep(Duration::from_millis(700));
     let intervals = run.stop();
 
-    let disks: Vec<_> = intervals
-        .iter()
-        .flat_map(|i| i["disks"].as_array().unwrap().iter())
-        .filter(|d| d["name"] == fs.name.as_str())
-        .collect();
+    let disks = disk_rows(&intervals, &fs.name);
     let requests: u64 = disks
         .iter()
         .map(|d| num(d, "reads") + num(d, "writes"))
@@ -268,11 +264,7 @@ fn a_disk_without_a_scheduler_shows_no_split() {
         ],
     );
     let intervals = run.stop();
-    let rows: Vec<_> = intervals
-        .iter()
-        .flat_map(|i| i["disks"].as_array().unwrap().iter())
-        .filter(|d| d["name"] == disk.name.as_str())
-        .collect();
+    let rows = disk_rows(&intervals, &disk.name);
     let reads: u64 = rows.iter().map(|d| num(d, "reads")).sum();
     assert!(reads > 10_000, "the workload ran: {reads} reads");
     for d in rows {
@@ -303,11 +295,7 @@ fn tar_onto_xfs_over_mq_deadline_shows_the_split() {
     assert!(status.success(), "tar | tar failed");
     thread::sleep(Duration::from_millis(700));
     let intervals = run.stop();
-    let disks: Vec<_> = intervals
-        .iter()
-        .flat_map(|i| i["disks"].as_array().unwrap().iter())
-        .filter(|d| d["name"] == fs.name.as_str())
-        .collect();
+    let disks = disk_rows(&intervals, &fs.name);
     let writes: u64 = disks.iter().map(|d| num(d, "writes")).sum();
     let split: Vec<_> = disks
         .iter()
