@@ -19,7 +19,7 @@ pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
 /// Array of one `u32`: non-zero while the scheduler split is measured (`block_rq_insert`
 /// is timed only then; user space turns it on while a disk with an I/O scheduler is busy).
 pub const SCHED_SPLIT_ON: &str = "SCHED_SPLIT_ON";
-/// Array of requests in flight ([`crate::block::InFlightSlot`], 2-way set associative).
+/// Array of requests in flight ([`crate::block::InFlightSet`], 4-way set associative).
 pub const IN_FLIGHT: &str = "IN_FLIGHT";
 
 /// A ring-buffer reservation failed: a record was lost (the ring was full).
@@ -78,7 +78,7 @@ mod pod {
     unsafe impl aya::Pod for super::DiskAggregate {}
     unsafe impl aya::Pod for crate::block::InFlightKey {}
     unsafe impl aya::Pod for crate::block::InFlight {}
-    unsafe impl aya::Pod for crate::block::InFlightSlot {}
+    unsafe impl aya::Pod for crate::block::InFlightSet {}
     unsafe impl aya::Pod for crate::sync::SyscallOffsets {}
     unsafe impl aya::Pod for crate::dstate::Episode {}
     unsafe impl aya::Pod for crate::dio::DioOffsets {}

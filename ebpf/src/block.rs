@@ -11,8 +11,8 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
     block::{
-        BlockIoRecord, FLAG_IN_SYNC, FLAG_INSERTED, InFlightKey, InFlightSlot, OP_COUNT,
-        ORIGIN_ISSUE, ORIGIN_START,
+        BlockIoRecord, FLAG_IN_SYNC, FLAG_INSERTED, InFlightKey, OP_COUNT, ORIGIN_ISSUE,
+        ORIGIN_START,
     },
     hist::{SLOTS, compress_ns, expand_ns, log2_slot},
     maps::{
@@ -141,7 +141,7 @@ pub fn created_by_current_task(key: &InFlightKey, now: u64, origin: u8) {
     let in_sync = any_sync_active() && SYNCS_IN_FLIGHT.get_ptr(&pid_tgid).is_some();
     // SAFETY: a valid map value (see `inflight` on concurrent access).
     unsafe {
-        let value = &raw mut (*slot).value;
+        let value = slot.value;
         (*value).created_ns = now;
         (*value).issued_ns = 0;
         (*value).tgid = (pid_tgid >> 32) as u32;
@@ -188,8 +188,8 @@ pub fn issued(key: &InFlightKey, bytes: u32) {
         // SAFETY: the slot is only touched by this request's own probes; a requeued request
         // is issued again and its device time restarts.
         unsafe {
-            (*slot).value.issued_ns = now;
-            (*slot).value.remaining_bytes = bytes;
+            (*slot.value).issued_ns = now;
+            (*slot.value).remaining_bytes = bytes;
         }
         return;
     }
@@ -200,8 +200,8 @@ pub fn issued(key: &InFlightKey, bytes: u32) {
     if let Some(slot) = inflight::find(key) {
         // SAFETY: as above.
         unsafe {
-            (*slot).value.issued_ns = now;
-            (*slot).value.remaining_bytes = bytes;
+            (*slot.value).issued_ns = now;
+            (*slot.value).remaining_bytes = bytes;
         }
     }
 }
@@ -215,7 +215,7 @@ pub fn inserted(key: &InFlightKey) {
     };
     // SAFETY: the slot is only touched by this request's own probes.
     unsafe {
-        let value = &raw mut (*slot).value;
+        let value = slot.value;
         if (*value).issued_ns != 0 || (*value).flags & FLAG_INSERTED != 0 {
             return;
         }
@@ -243,7 +243,7 @@ pub fn block_frontmerge(ctx: TracePointContext) -> u32 {
     };
     if let Some(slot) = inflight::find(&old_key) {
         // SAFETY: copied out before the slot is freed.
-        let value = unsafe { (*slot).value };
+        let value = unsafe { *slot.value };
         inflight::remove(slot);
         inflight::insert(&new_key, &value);
     }
@@ -323,9 +323,9 @@ pub struct Completion {
 /// Completes the request in `slot`: per-disk aggregates and one record. A partial completion
 /// (the driver completed the request in pieces) keeps the rest in flight under `rest_key`.
 #[inline(always)]
-pub fn finish(slot: *mut InFlightSlot, c: &Completion, rest_key: &InFlightKey, now: u64) {
+pub fn finish(slot: inflight::Slot, c: &Completion, rest_key: &InFlightKey, now: u64) {
     // SAFETY: copied out; the slot is freed (and the rest moved) below.
-    let started = unsafe { (*slot).value };
+    let started = unsafe { *slot.value };
     inflight::remove(slot);
     let mut flags = started.flags | c.flags;
     if c.done_bytes != 0 && c.done_bytes < started.remaining_bytes {

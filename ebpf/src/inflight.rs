@@ -5,84 +5,122 @@
 //! CPUs, so every I/O moved elements between per-CPU free lists (measured: ~530 ns per
 //! insert here). Array lookups are inlined by the verifier: no helper call, no lock.
 //!
+//! Each set keeps its keys on one cache line and each value on a line of its own (see
+//! [`InFlightSet`]); the map is mmapable only so that the kernel page-aligns its values,
+//! which puts those lines on cache-line boundaries.
+//!
 //! A slot is written by the probes of one request at a time: its creation (one CPU), then
 //! its issue and completion (ordered after the creation by the block layer). Two different
 //! requests of one set being created at the same instant on two CPUs could race; the loser's
 //! completion then counts as unpaired, which the status line shows.
 
-use aya_ebpf::{macros::map, maps::Array};
+use aya_ebpf::{bindings::BPF_F_MMAPABLE, macros::map, maps::Array};
 use iotop_bpf_common::{
-    block::{IN_FLIGHT_SLOTS, IN_FLIGHT_WAYS, InFlight, InFlightKey, InFlightSlot, in_flight_set},
+    block::{IN_FLIGHT_SETS, IN_FLIGHT_WAYS, InFlight, InFlightKey, InFlightSet, in_flight_set},
     maps::COUNTER_IN_FLIGHT_EVICTED,
 };
 
 use crate::block::bump;
 
 #[map]
-static IN_FLIGHT: Array<InFlightSlot> = Array::with_max_entries(IN_FLIGHT_SLOTS, 0);
+static IN_FLIGHT: Array<InFlightSet> = Array::with_max_entries(IN_FLIGHT_SETS, BPF_F_MMAPABLE);
 
-/// The slot holding `key`.
+/// A slot of the table: its key and its value.
+#[derive(Clone, Copy)]
+pub struct Slot {
+    key: *mut InFlightKey,
+    pub value: *mut InFlight,
+}
+
 #[inline(always)]
-pub fn find(key: &InFlightKey) -> Option<*mut InFlightSlot> {
-    let set = in_flight_set(key);
+fn slot(set: *mut InFlightSet, way: usize) -> Slot {
+    // SAFETY: `way < IN_FLIGHT_WAYS` at every caller; a valid map value.
+    unsafe {
+        Slot {
+            key: &raw mut (*set).keys[way],
+            value: &raw mut (*set).lines[way].value,
+        }
+    }
+}
+
+/// The slot of `key`'s request in flight.
+#[inline(always)]
+pub fn find(key: &InFlightKey) -> Option<Slot> {
+    let set = IN_FLIGHT.get_ptr_mut(in_flight_set(key))?;
     for way in 0..IN_FLIGHT_WAYS {
-        let slot = IN_FLIGHT.get_ptr_mut(set + way)?;
         // SAFETY: a valid map value; see the module comment for concurrent access.
-        let stored = unsafe { (*slot).key };
+        let stored = unsafe { (*set).keys[way] };
         if stored.dev == key.dev && stored.sector == key.sector {
+            let slot = slot(set, way);
+            // SAFETY: as above.
+            if unsafe { (*slot.value).created_ns } == 0 {
+                return None; // its request completed
+            }
             return Some(slot);
         }
     }
     None
 }
 
-/// The slot to store `key` in: the one holding it already, else the first free slot of its
-/// set, else the set's first slot (an entry whose completion was lost; counted). Fill its
-/// value in place, then [`publish`] the key.
+/// The slot to store `key` in: the one holding it already (the common case: the key
+/// line alone is read), else a slot never used, else one whose request completed, else
+/// the set's first slot (an entry whose completion was lost; counted). Fill its value in
+/// place, then [`publish`] the key.
 #[inline(always)]
-pub fn claim(key: &InFlightKey) -> Option<*mut InFlightSlot> {
-    // One pass over the set: the key's own slot wins over the first free one.
-    let set = in_flight_set(key);
-    let mut free = None;
+pub fn claim(key: &InFlightKey) -> Option<Slot> {
+    let set = IN_FLIGHT.get_ptr_mut(in_flight_set(key))?;
+    let mut unused = None;
     for way in 0..IN_FLIGHT_WAYS {
-        let slot = IN_FLIGHT.get_ptr_mut(set + way)?;
         // SAFETY: a valid map value; see the module comment for concurrent access.
-        let stored = unsafe { (*slot).key };
+        let stored = unsafe { (*set).keys[way] };
         if stored.dev == key.dev && stored.sector == key.sector {
+            return Some(slot(set, way));
+        }
+        if stored.dev == 0 && unused.is_none() {
+            unused = Some(way);
+        }
+    }
+    if let Some(way) = unused {
+        return Some(slot(set, way));
+    }
+    for way in 0..IN_FLIGHT_WAYS {
+        let slot = slot(set, way);
+        // SAFETY: as above.
+        if unsafe { (*slot.value).created_ns } == 0 {
             return Some(slot);
         }
-        if stored.dev == 0 && free.is_none() {
-            free = Some(slot);
+    }
+    bump(COUNTER_IN_FLIGHT_EVICTED);
+    Some(slot(set, 0))
+}
+
+/// Makes a claimed slot, its value filled in, findable under `key`. The key goes last, so
+/// a reader never pairs a new key with an old value; a slot already holding `key` is not
+/// written again (that would dirty the keys line for the set's other requests).
+#[inline(always)]
+pub fn publish(slot: Slot, key: &InFlightKey) {
+    // SAFETY: a valid map value.
+    unsafe {
+        let stored = *slot.key;
+        if stored.dev != key.dev || stored.sector != key.sector {
+            *slot.key = *key;
         }
     }
-    if free.is_none() {
-        bump(COUNTER_IN_FLIGHT_EVICTED);
-        return IN_FLIGHT.get_ptr_mut(set);
-    }
-    free
 }
 
-/// Makes a claimed slot findable under `key`. The key goes last, so a reader never pairs a
-/// new key with an old value.
-#[inline(always)]
-pub fn publish(slot: *mut InFlightSlot, key: &InFlightKey) {
-    // SAFETY: a valid map value.
-    unsafe { (*slot).key = *key };
-}
-
-/// Stores a copy of `value` under `key` (see [`claim`]).
+/// Stores a copy of `value` (with a non-zero `created_ns`) under `key` (see [`claim`]).
 #[inline(always)]
 pub fn insert(key: &InFlightKey, value: &InFlight) {
     if let Some(slot) = claim(key) {
         // SAFETY: a valid map value.
-        unsafe { (*slot).value = *value };
+        unsafe { *slot.value = *value };
         publish(slot, key);
     }
 }
 
-/// Frees a slot returned by [`find`].
+/// Frees a slot returned by [`find`]; its key stays (see [`InFlightSet`]).
 #[inline(always)]
-pub fn remove(slot: *mut InFlightSlot) {
-    // SAFETY: a valid map value; `dev == 0` marks it free.
-    unsafe { (*slot).key.dev = 0 };
+pub fn remove(slot: Slot) {
+    // SAFETY: a valid map value; `created_ns == 0` marks it free.
+    unsafe { (*slot.value).created_ns = 0 };
 }

@@ -150,7 +150,7 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
     // Write-back is written by flushers, kworkers: look up whose pages those are.
     let by_flusher = op == OP_WRITE && {
         // SAFETY: the slot is this request's (see `inflight`); a copy of 8 bytes.
-        let comm = unsafe { (*slot).value.comm };
+        let comm = unsafe { (*slot.value).comm };
         comm[..8] == *b"kworker/"
     };
     let completion = Completion {
