@@ -86,6 +86,15 @@ pub const GLOBAL_DSTATE_RECORD_MIN_NS: &str = "DSTATE_RECORD_MIN_NS";
 /// `u64`: the least time between two stacks taken on one CPU.
 pub const GLOBAL_STACK_MIN_GAP_NS: &str = "STACK_MIN_GAP_NS";
 
+/// Indices of the `DSTATE_OPEN` array: episodes the probes stored, episodes they removed,
+/// and stale ones user space removed. Each entry has one kind of writer (the probes add
+/// atomically, user space stores its own count), so the three balance exactly when no
+/// episode is in progress; a wakeup then skips the lookup (most wakeups on a host doing
+/// asynchronous I/O).
+pub const OPEN_STORED: u32 = 0;
+pub const OPEN_REMOVED: u32 = 1;
+pub const OPEN_REMOVED_BY_USER: u32 = 2;
+
 /// Where episodes in progress live.
 pub trait EpisodeTable {
     fn get(&self, pid: u32) -> Option<Episode>;

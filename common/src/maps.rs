@@ -14,6 +14,8 @@ pub const DSTATE_EPISODES: &str = "DSTATE_EPISODES";
 pub const STACKS: &str = "STACKS";
 /// Per-CPU hash: tgid -> ns spent in D state (finished episodes), cumulative.
 pub const DSTATE_TIME: &str = "DSTATE_TIME";
+/// Array of three `u64`: episodes stored and removed ([`crate::dstate::OPEN_STORED`] ...).
+pub const DSTATE_OPEN: &str = "DSTATE_OPEN";
 /// Per-CPU hash: tgid -> bytes the process asked to write (write syscalls), cumulative.
 pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
 /// Array of one `u32`: non-zero while the scheduler split is measured (`block_rq_insert`

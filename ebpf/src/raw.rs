@@ -27,7 +27,7 @@ use crate::{
     blame,
     block::{Completion, bump, created_by_current_task, finish, inserted, issued, unpaired},
     inflight,
-    sched::{Episodes, finished},
+    sched::{Episodes, any_episode, finished},
 };
 
 #[unsafe(no_mangle)]
@@ -175,6 +175,9 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
 /// `sched_wakeup(struct task_struct *p)`.
 #[raw_tracepoint(tracepoint = "sched_wakeup")]
 pub fn raw_dstate_wakeup(ctx: RawTracePointContext) -> i32 {
+    if !any_episode() {
+        return 0;
+    }
     let task: u64 = ctx.arg(0);
     let o = RAW_OFFSETS.load();
     // Most wakeups are of tasks sleeping in S: one read, one lookup, and out.

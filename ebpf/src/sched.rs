@@ -8,14 +8,14 @@ use aya_ebpf::{
     bindings::{BPF_ANY, BPF_F_REUSE_STACKID, BPF_NOEXIST},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint, tracepoint},
-    maps::{HashMap, LruPerCpuHashMap, PerCpuArray, StackTrace},
+    maps::{Array, HashMap, LruPerCpuHashMap, PerCpuArray, StackTrace},
     programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
     dstate::{
-        DStateRecord, Episode, EpisodeTable, STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome,
-        WakeupOutcome, on_switch, on_wakeup,
+        DStateRecord, Episode, EpisodeTable, OPEN_REMOVED, OPEN_REMOVED_BY_USER, OPEN_STORED,
+        STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WakeupOutcome, on_switch, on_wakeup,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
 };
@@ -23,6 +23,7 @@ use iotop_bpf_common::{
 use crate::{
     block::{EVENTS, add_per_cpu, bump, submit},
     fields::Window,
+    sync::atomic_add,
 };
 
 #[unsafe(no_mangle)]
@@ -44,6 +45,27 @@ static STACK_MIN_GAP_NS: Global<u64> = Global::new(1_000_000);
 #[map]
 static LAST_STACK_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
+/// Episodes stored / removed by the probes / removed by user space (`OPEN_*`).
+#[map]
+static DSTATE_OPEN: Array<u64> = Array::with_max_entries(3, 0);
+
+#[inline(always)]
+fn count(index: u32) {
+    if let Some(n) = DSTATE_OPEN.get_ptr_mut(index) {
+        // SAFETY: a valid, aligned map value.
+        unsafe { atomic_add(n, 1) };
+    }
+}
+
+/// Whether any thread may be in a D episode: false only when every stored episode was
+/// removed, by the probes or by user space (see `OPEN_STORED`). An inlined array load, so
+/// a wakeup of a host with no thread in D costs no pid read and no hash lookup.
+#[inline(always)]
+pub fn any_episode() -> bool {
+    let n = |index| DSTATE_OPEN.get(index).copied().unwrap_or(0);
+    n(OPEN_STORED) != n(OPEN_REMOVED).wrapping_add(n(OPEN_REMOVED_BY_USER))
+}
+
 #[map]
 static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
 
@@ -58,9 +80,13 @@ impl EpisodeTable for Episodes {
     }
     #[inline(always)]
     fn put_new(&self, pid: u32, episode: &Episode) -> bool {
-        DSTATE_EPISODES
+        let stored = DSTATE_EPISODES
             .insert(&pid, episode, u64::from(BPF_NOEXIST))
-            .is_ok()
+            .is_ok();
+        if stored {
+            count(OPEN_STORED);
+        }
+        stored
     }
     #[inline(always)]
     fn put(&self, pid: u32, episode: &Episode) {
@@ -68,7 +94,10 @@ impl EpisodeTable for Episodes {
     }
     #[inline(always)]
     fn remove(&self, pid: u32) {
-        let _ = DSTATE_EPISODES.remove(&pid);
+        // Counted only if this call deleted it (user space may have, in between).
+        if DSTATE_EPISODES.remove(&pid).is_ok() {
+            count(OPEN_REMOVED);
+        }
     }
 }
 
@@ -140,6 +169,9 @@ pub fn dstate_switch(ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
+    if !any_episode() {
+        return 0;
+    }
     let offsets = SCHED_OFFSETS.load();
     // Most wakeups are of tasks sleeping in S: read the pid alone, one lookup, and out.
     if offsets.wakeup_pid == iotop_bpf_common::tracepoint::ABSENT {

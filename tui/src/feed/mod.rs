@@ -23,7 +23,7 @@ use iotop_bpf_common::maps::{
     COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
 };
 use iotop_bpf_common::{
-    dstate::Episode,
+    dstate::{Episode, OPEN_REMOVED_BY_USER},
     throttle::{CallKey, CallSlot, CallTotals, DirtyTotals},
 };
 use tokio::io::unix::AsyncFd;
@@ -59,6 +59,10 @@ pub struct LiveFeed {
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     logical_writes: PerCpuHashMap<MapData, u32, u64>,
     dstate_episodes: HashMap<MapData, u32, Episode>,
+    /// The probes' count of episodes stored and removed, and ours of the stale ones we
+    /// removed (written to its entry so that the counts balance; see `OPEN_STORED`).
+    dstate_open: aya::maps::Array<MapData, u64>,
+    stale_removed: u64,
     stacks: stacks::StackBook,
     /// Cgroup ids seen on requests since the last sample, and their names.
     cgroups_seen: std::collections::HashSet<u64, foldhash::fast::RandomState>,
@@ -96,6 +100,7 @@ impl LiveFeed {
             disks,
             logical_writes,
             dstate_episodes,
+            dstate_open,
             stacks,
             dstate_time,
             dio_stream_align,
@@ -129,6 +134,8 @@ impl LiveFeed {
             disks,
             logical_writes,
             dstate_episodes,
+            dstate_open,
+            stale_removed: 0,
             stacks: stacks::StackBook::new(stacks, kallsyms),
             cgroups_seen: std::collections::HashSet::default(),
             cgroups: cgroups::CgroupNames::new(),
@@ -367,7 +374,18 @@ impl LiveFeed {
             });
         }
         for tid in stale {
-            let _ = self.dstate_episodes.remove(&tid);
+            // Counted only if this removed it (its wakeup may have, in between).
+            if self.dstate_episodes.remove(&tid).is_ok() {
+                self.stale_removed += 1;
+                if let Err(e) = self
+                    .dstate_open
+                    .set(OPEN_REMOVED_BY_USER, self.stale_removed, 0)
+                {
+                    self.report
+                        .degraded
+                        .push(format!("cannot count removed D episodes: {e}"));
+                }
+            }
         }
         self.stacks.retain(|tid, start_ns| {
             now.iter()

@@ -24,8 +24,8 @@ use iotop_bpf_common::{
     },
     dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
-        COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
-        LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
+        COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_OPEN, DSTATE_TIME, DiskAggregate,
+        EVENTS, LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
     },
     process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
     rwbs::RWBS_READ_LEN,
@@ -144,6 +144,8 @@ pub struct ProbeMaps {
     pub logical_writes: PerCpuHashMap<MapData, u32, u64>,
     /// tid -> D-state episode in progress.
     pub dstate_episodes: HashMap<MapData, u32, Episode>,
+    /// Episodes stored and removed (`OPEN_*`): user space counts the stale ones it removes.
+    pub dstate_open: Array<MapData, u64>,
     pub stacks: StackTraceMap<MapData>,
     /// tgid -> ns in finished D episodes.
     pub dstate_time: PerCpuHashMap<MapData, u32, u64>,
@@ -623,6 +625,7 @@ impl Probes {
                 .context("map LOGICAL_WRITES")?,
             dstate_episodes: HashMap::try_from(take(DSTATE_EPISODES)?)
                 .context("map DSTATE_EPISODES")?,
+            dstate_open: Array::try_from(take(DSTATE_OPEN)?).context("map DSTATE_OPEN")?,
             stacks: StackTraceMap::try_from(take(STACKS)?).context("map STACKS")?,
             dstate_time: PerCpuHashMap::try_from(take(DSTATE_TIME)?).context("map DSTATE_TIME")?,
             dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)
