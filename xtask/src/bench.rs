@@ -672,6 +672,14 @@ fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
         bail!("tmux is missing: run `cargo xtask setup`");
     }
     let session = format!("iotop-bpf-bench-{}", std::process::id());
+    // The runs before this one quit at once and leave a child to detach their probes (RCU
+    // grace periods under the kernel's tracepoint lock): attaching while it does waits for
+    // it (a first frame at ~1 s instead of ~250 ms). Measured apart, and said.
+    let detach = wait_for_detached(binary)?;
+    println!(
+        "  waited {:.0} ms for the earlier runs' probes to detach",
+        detach.as_secs_f64() * 1e3
+    );
     let load = {
         let dev = device.dev.clone();
         thread::spawn(move || fio(&dev, Workload::Uring, 6, Some(LOAD_IOPS)))
@@ -732,6 +740,38 @@ fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
             Some(quit_ms <= TARGET_QUIT_MS),
         ),
     ])
+}
+
+/// Waits (at most 20 s) until no process runs `binary`: the children that earlier runs left
+/// to detach their probes. Returns how long that took.
+fn wait_for_detached(binary: &Path) -> Result<Duration> {
+    let started = Instant::now();
+    let binary = binary
+        .canonicalize()
+        .with_context(|| format!("resolve {}", binary.display()))?;
+    let running = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| {
+                entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| name.parse::<u32>().is_ok())
+                    && std::fs::read_link(entry.path().join("exe")).is_ok_and(|exe| exe == binary)
+            })
+    };
+    while running() {
+        if started.elapsed() > Duration::from_secs(20) {
+            bail!(
+                "{} still runs 20 s after its last run quit",
+                binary.display()
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    Ok(started.elapsed())
 }
 
 /// Kills a tmux session on drop.
