@@ -145,6 +145,12 @@ pub struct RawOffsets {
     /// the bit is `u32::MAX` where BTF does not name it (then every insert counts).
     pub rq_flags: u32,
     pub bit_use_sched: u32,
+    /// The aligned `u32` of `task_struct` holding `sched_contributes_to_load` and its bit
+    /// (`u32::MAX` where BTF does not name it). The scheduler sets it when a task blocks in
+    /// D (not idle, not frozen) and leaves it until the task blocks again, so a wakeup of a
+    /// task without it is not the end of a D episode.
+    pub task_load_word: u32,
+    pub task_load_bit: u32,
 }
 
 impl RawOffsets {
@@ -166,6 +172,8 @@ impl RawOffsets {
         bit_rahead: 0,
         rq_flags: 0,
         bit_use_sched: u32::MAX,
+        task_load_word: 0,
+        task_load_bit: u32::MAX,
     };
 }
 

@@ -1,7 +1,8 @@
 //! Tasks in uninterruptible sleep (D state): episodes from sched_switch to sched_wakeup.
 //!
 //! The episode bookkeeping is written once, here, against [`EpisodeTable`], and runs both in
-//! the eBPF programs (over a BPF hash map) and in the host unit tests (over a `BTreeMap`).
+//! the eBPF programs (over a set-associative array, [`EpisodeSet`]) and in the host unit
+//! tests (over a `BTreeMap`).
 
 use crate::abi::{COMM_LEN, RecordHeader};
 
@@ -11,14 +12,18 @@ pub const TASK_UNINTERRUPTIBLE: u64 = 0x2;
 pub const TASK_NOLOAD: u64 = 0x400;
 /// How sched_switch reports `TASK_IDLE` (`TASK_REPORT_IDLE`, the "I" state).
 pub const TASK_REPORT_IDLE: u64 = 0x80;
+/// `TASK_FROZEN` (6.1+; unused before): a task stopped by the freezer, not waiting on I/O.
+/// The scheduler does not count it as load either (see `RawOffsets::task_load_bit`).
+pub const TASK_FROZEN: u64 = 0x8000;
 
 /// Whether a task switched out with `prev_state` is going into D state. The raw task state
 /// (raw tracepoint argument) marks idle as UNINTERRUPTIBLE | NOLOAD; the classic tracepoint
-/// reports it as its own bit. Both are excluded.
+/// reports it as its own bit. Both are excluded, and frozen tasks.
 #[inline(always)]
 #[must_use]
 pub const fn is_dstate(prev_state: u64) -> bool {
-    prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & (TASK_NOLOAD | TASK_REPORT_IDLE) == 0
+    prev_state & TASK_UNINTERRUPTIBLE != 0
+        && prev_state & (TASK_NOLOAD | TASK_REPORT_IDLE | TASK_FROZEN) == 0
 }
 
 /// An episode in progress, keyed by thread id in [`EpisodeTable`].
@@ -37,6 +42,46 @@ pub struct Episode {
 }
 
 const _: () = assert!(core::mem::size_of::<Episode>() == 40);
+
+/// Slots per set of the episode table.
+pub const EPISODE_WAYS: usize = 4;
+/// Sets in the episode table (a power of two): 8,192 threads in D at once.
+pub const EPISODE_SETS: u32 = 1 << 11;
+
+/// One episode, alone on its cache line.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct EpisodeLine {
+    /// `start_ns == 0`: the slot is free.
+    pub episode: Episode,
+    pub _pad: [u8; 24],
+}
+
+/// One set of the episode table (an array, the `DSTATE_EPISODES` map): its thread ids on one
+/// cache line, then a line per episode. A hash map here cost an insert at every switch into
+/// D and a delete at its wakeup, on different CPUs (elements wandering between per-CPU free
+/// lists); synchronous reads pay both on every request. A thread keeps its slot after its
+/// episode ends (`start_ns` zeroed), so its next one is found from the ids line alone.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct EpisodeSet {
+    /// Thread ids; 0 (the idle task, never in D): never used.
+    pub tids: [u32; EPISODE_WAYS],
+    pub _pad: [u8; 64 - 4 * EPISODE_WAYS],
+    pub lines: [EpisodeLine; EPISODE_WAYS],
+}
+
+const _: () = assert!(core::mem::size_of::<EpisodeLine>() == 64);
+const _: () = assert!(core::mem::size_of::<EpisodeSet>() == 64 * (1 + EPISODE_WAYS));
+
+/// The set of thread `tid` (Fibonacci hashing: consecutive ids spread over the table).
+#[inline(always)]
+#[must_use]
+pub const fn episode_set(tid: u32) -> u32 {
+    tid.wrapping_mul(0x9e37_79b9) >> (32 - EPISODE_SETS.trailing_zeros())
+}
 
 /// `Episode::stack_id` when the probe did not take the stack: stacks cost ~0.5 µs each and
 /// synchronous I/O puts a thread in D for every request, so each CPU takes at most one per
@@ -85,15 +130,6 @@ pub const GLOBAL_DSTATE_RECORD_MIN_NS: &str = "DSTATE_RECORD_MIN_NS";
 
 /// `u64`: the least time between two stacks taken on one CPU.
 pub const GLOBAL_STACK_MIN_GAP_NS: &str = "STACK_MIN_GAP_NS";
-
-/// Indices of the `DSTATE_OPEN` array: episodes the probes stored, episodes they removed,
-/// and stale ones user space removed. Each entry has one kind of writer (the probes add
-/// atomically, user space stores its own count), so the three balance exactly when no
-/// episode is in progress; a wakeup then skips the lookup (most wakeups on a host doing
-/// asynchronous I/O).
-pub const OPEN_STORED: u32 = 0;
-pub const OPEN_REMOVED: u32 = 1;
-pub const OPEN_REMOVED_BY_USER: u32 = 2;
 
 /// Where episodes in progress live.
 pub trait EpisodeTable {
@@ -262,6 +298,7 @@ mod tests {
             "TASK_IDLE as sched_switch reports it"
         );
         assert!(!is_dstate(0x1), "S");
+        assert!(!is_dstate(TASK_UNINTERRUPTIBLE | TASK_FROZEN), "frozen");
         assert!(!is_dstate(0), "R (preempted)");
         let table = Table::default();
         assert_eq!(

@@ -8,14 +8,13 @@ pub const EVENTS: &str = "EVENTS";
 pub const COUNTERS: &str = "COUNTERS";
 /// Per-CPU hash: kernel `dev_t` -> [`DiskAggregate`].
 pub const DISK_AGGREGATES: &str = "DISK_AGGREGATES";
-/// Hash: tid -> [`crate::dstate::Episode`] in progress.
+/// Array of [`crate::dstate::EpisodeSet`]: the D episodes in progress, by thread id (mmapable:
+/// user space reads it in place).
 pub const DSTATE_EPISODES: &str = "DSTATE_EPISODES";
 /// Stack traces of tasks going into D state.
 pub const STACKS: &str = "STACKS";
 /// Per-CPU hash: tgid -> ns spent in D state (finished episodes), cumulative.
 pub const DSTATE_TIME: &str = "DSTATE_TIME";
-/// Array of three `u64`: episodes stored and removed ([`crate::dstate::OPEN_STORED`] ...).
-pub const DSTATE_OPEN: &str = "DSTATE_OPEN";
 /// Per-CPU hash: tgid -> bytes the process asked to write (write syscalls), cumulative.
 pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
 /// Array of one `u32`: non-zero while the scheduler split is measured (`block_rq_insert`
@@ -37,7 +36,8 @@ pub const COUNTER_IN_FLIGHT_EVICTED: u32 = 3;
 pub const COUNTER_ISSUE_WITHOUT_START: u32 = 4;
 /// A sync call's exit arrived without its entry (the probes attached mid-call).
 pub const COUNTER_SYNC_WITHOUT_ENTER: u32 = 5;
-/// A D episode was replaced or dropped because its wakeup was never seen.
+/// A D episode was replaced or dropped unfinished: its wakeup was never seen, or its set of
+/// the episode table was full.
 pub const COUNTER_DSTATE_STALE: u32 = 6;
 /// Records put in the ring buffer: with the dropped ones, every record the probes produced.
 pub const COUNTER_RING_SUBMITTED: u32 = 7;
@@ -83,6 +83,7 @@ mod pod {
     unsafe impl aya::Pod for crate::block::InFlightSet {}
     unsafe impl aya::Pod for crate::sync::SyscallOffsets {}
     unsafe impl aya::Pod for crate::dstate::Episode {}
+    unsafe impl aya::Pod for crate::dstate::EpisodeSet {}
     unsafe impl aya::Pod for crate::dio::DioOffsets {}
     unsafe impl aya::Pod for crate::block::RawOffsets {}
     unsafe impl aya::Pod for crate::dstate::SchedOffsets {}

@@ -27,7 +27,7 @@ use crate::{
     blame,
     block::{Completion, bump, created_by_current_task, finish, inserted, issued, unpaired},
     inflight,
-    sched::{Episodes, any_episode, finished},
+    sched::{Episodes, finished},
 };
 
 #[unsafe(no_mangle)]
@@ -175,12 +175,16 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
 /// `sched_wakeup(struct task_struct *p)`.
 #[raw_tracepoint(tracepoint = "sched_wakeup")]
 pub fn raw_dstate_wakeup(ctx: RawTracePointContext) -> i32 {
-    if !any_episode() {
-        return 0;
-    }
     let task: u64 = ctx.arg(0);
     let o = RAW_OFFSETS.load();
-    // Most wakeups are of tasks sleeping in S: one read, one lookup, and out.
+    // Most wakeups are of tasks sleeping in S: one read and out. (A hit still looks its
+    // thread up: the bit is also left set from an earlier D sleep.)
+    if o.task_load_bit < 32 {
+        let word: u32 = read(task, o.task_load_word).unwrap_or(u32::MAX);
+        if word & (1 << o.task_load_bit) == 0 {
+            return 0;
+        }
+    }
     let Ok(pid) = read::<u32>(task, o.task_pid) else {
         return 0;
     };

@@ -5,17 +5,18 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_ANY, BPF_F_REUSE_STACKID, BPF_NOEXIST},
+    bindings::{BPF_F_MMAPABLE, BPF_F_REUSE_STACKID},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint, tracepoint},
-    maps::{Array, HashMap, LruPerCpuHashMap, PerCpuArray, StackTrace},
+    maps::{Array, LruPerCpuHashMap, PerCpuArray, StackTrace},
     programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
     dstate::{
-        DStateRecord, Episode, EpisodeTable, OPEN_REMOVED, OPEN_REMOVED_BY_USER, OPEN_STORED,
-        STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WakeupOutcome, on_switch, on_wakeup,
+        DStateRecord, EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, EpisodeTable,
+        STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WakeupOutcome, episode_set, on_switch,
+        on_wakeup,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
 };
@@ -23,7 +24,6 @@ use iotop_bpf_common::{
 use crate::{
     block::{EVENTS, add_per_cpu, bump, submit},
     fields::Window,
-    sync::atomic_add,
 };
 
 #[unsafe(no_mangle)]
@@ -32,8 +32,10 @@ static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);
 #[unsafe(no_mangle)]
 static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
 
+/// Mmapable so that the kernel page-aligns it (each line of a set on a cache line) and user
+/// space reads it in place.
 #[map]
-static DSTATE_EPISODES: HashMap<u32, Episode> = HashMap::with_max_entries(16_384, 0);
+static DSTATE_EPISODES: Array<EpisodeSet> = Array::with_max_entries(EPISODE_SETS, BPF_F_MMAPABLE);
 
 #[map]
 static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
@@ -45,58 +47,122 @@ static STACK_MIN_GAP_NS: Global<u64> = Global::new(1_000_000);
 #[map]
 static LAST_STACK_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-/// Episodes stored / removed by the probes / removed by user space (`OPEN_*`).
-#[map]
-static DSTATE_OPEN: Array<u64> = Array::with_max_entries(3, 0);
-
-#[inline(always)]
-fn count(index: u32) {
-    if let Some(n) = DSTATE_OPEN.get_ptr_mut(index) {
-        // SAFETY: a valid, aligned map value.
-        unsafe { atomic_add(n, 1) };
-    }
-}
-
-/// Whether any thread may be in a D episode: false only when every stored episode was
-/// removed, by the probes or by user space (see `OPEN_STORED`). An inlined array load, so
-/// a wakeup of a host with no thread in D costs no pid read and no hash lookup.
-#[inline(always)]
-pub fn any_episode() -> bool {
-    let n = |index| DSTATE_OPEN.get(index).copied().unwrap_or(0);
-    n(OPEN_STORED) != n(OPEN_REMOVED).wrapping_add(n(OPEN_REMOVED_BY_USER))
-}
-
 #[map]
 static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
 
-/// The episode table over the BPF hash map.
+/// The episode table over [`DSTATE_EPISODES`]: a 4-way set-associative array by thread id.
+/// A thread's episodes are written by its own switch-out and its wakeup, which the scheduler
+/// orders, and by user space only to clear a stale one (a compare-and-swap on `start_ns`).
 pub struct Episodes;
+
+impl Episodes {
+    /// The slot of `pid` (whether or not an episode is in it).
+    #[inline(always)]
+    fn find(pid: u32) -> Option<*mut Episode> {
+        let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
+        for way in 0..EPISODE_WAYS {
+            // SAFETY: a valid map value.
+            if unsafe { (*set).tids[way] } == pid {
+                return Some(unsafe { &raw mut (*set).lines[way].episode });
+            }
+        }
+        None
+    }
+
+    /// The slot to store an episode of `pid` in: its own, else one never used, else one
+    /// whose episode ended, else the set's first (its episode dropped: counted as stale).
+    #[inline(always)]
+    fn claim(pid: u32) -> Option<*mut Episode> {
+        let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
+        let mut unused = None;
+        for way in 0..EPISODE_WAYS {
+            // SAFETY: a valid map value.
+            let tid = unsafe { (*set).tids[way] };
+            if tid == pid {
+                return Some(unsafe { &raw mut (*set).lines[way].episode });
+            }
+            if tid == 0 && unused.is_none() {
+                unused = Some(way);
+            }
+        }
+        let way = match unused {
+            Some(way) => way,
+            None => {
+                let mut ended = None;
+                for way in 0..EPISODE_WAYS {
+                    // SAFETY: as above.
+                    if ended.is_none() && unsafe { (*set).lines[way].episode.start_ns } == 0 {
+                        ended = Some(way);
+                    }
+                }
+                ended.unwrap_or_else(|| {
+                    // The first way's episode is dropped unfinished.
+                    bump(COUNTER_DSTATE_STALE);
+                    0
+                })
+            }
+        };
+        // SAFETY: as above; `way < EPISODE_WAYS`. The id is written before the episode, and
+        // only the new thread's own wakeup looks for it, after this.
+        unsafe {
+            let way = way & (EPISODE_WAYS - 1);
+            (*set).lines[way].episode.start_ns = 0;
+            (*set).tids[way] = pid;
+            Some(&raw mut (*set).lines[way].episode)
+        }
+    }
+}
+
+/// Writes `episode` into a free slot, `start_ns` last: user space reads the slots in place
+/// and takes an episode only if `start_ns` reads the same before and after its copy.
+#[inline(always)]
+fn write(slot: *mut Episode, episode: &Episode) {
+    // SAFETY: a valid map value.
+    unsafe {
+        *slot = Episode {
+            start_ns: 0,
+            ..*episode
+        };
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        core::ptr::write_volatile(&raw mut (*slot).start_ns, episode.start_ns);
+    }
+}
 
 impl EpisodeTable for Episodes {
     #[inline(always)]
     fn get(&self, pid: u32) -> Option<Episode> {
+        let slot = Self::find(pid)?;
         // SAFETY: copied out at once.
-        DSTATE_EPISODES.get_ptr(&pid).map(|e| unsafe { *e })
+        let episode = unsafe { *slot };
+        (episode.start_ns != 0).then_some(episode)
     }
     #[inline(always)]
     fn put_new(&self, pid: u32, episode: &Episode) -> bool {
-        let stored = DSTATE_EPISODES
-            .insert(&pid, episode, u64::from(BPF_NOEXIST))
-            .is_ok();
-        if stored {
-            count(OPEN_STORED);
+        let Some(slot) = Self::claim(pid) else {
+            return false;
+        };
+        // SAFETY: a valid map value.
+        if unsafe { (*slot).start_ns } != 0 {
+            return false;
         }
-        stored
+        write(slot, episode);
+        true
     }
     #[inline(always)]
     fn put(&self, pid: u32, episode: &Episode) {
-        let _ = DSTATE_EPISODES.insert(&pid, episode, u64::from(BPF_ANY));
+        if let Some(slot) = Self::claim(pid) {
+            // SAFETY: a valid map value. Zeroed first: a reader never takes the old start
+            // with the new fields (see `write`).
+            unsafe { core::ptr::write_volatile(&raw mut (*slot).start_ns, 0) };
+            write(slot, episode);
+        }
     }
     #[inline(always)]
     fn remove(&self, pid: u32) {
-        // Counted only if this call deleted it (user space may have, in between).
-        if DSTATE_EPISODES.remove(&pid).is_ok() {
-            count(OPEN_REMOVED);
+        if let Some(slot) = Self::find(pid) {
+            // SAFETY: a valid map value. User space clears only an episode whose thread left
+            // D over a second ago, which this thread's wakeup no longer races.
+            unsafe { (*slot).start_ns = 0 };
         }
     }
 }
@@ -144,6 +210,12 @@ fn switched_out<C: StackIdContext>(ctx: &C, prev_state: u64) {
 /// unsigned int prev_state)` (5.18+): no trace record is built, the state is an argument.
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
+    // A preempted task stays runnable whatever its state says: no sleep, and no wakeup
+    // would end it.
+    let preempt: u64 = ctx.arg(0);
+    if preempt & 1 != 0 {
+        return 0;
+    }
     let prev_state: u64 = ctx.arg(3);
     switched_out(&ctx, prev_state & 0xffff_ffff);
     0
@@ -169,9 +241,6 @@ pub fn dstate_switch(ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
-    if !any_episode() {
-        return 0;
-    }
     let offsets = SCHED_OFFSETS.load();
     // Most wakeups are of tasks sleeping in S: read the pid alone, one lookup, and out.
     if offsets.wakeup_pid == iotop_bpf_common::tracepoint::ABSENT {

@@ -17,15 +17,12 @@ mod sysfs;
 use std::{io, os::fd::AsRawFd as _};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
+use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use iotop_bpf_common::maps::{
     COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
     COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
 };
-use iotop_bpf_common::{
-    dstate::{Episode, OPEN_REMOVED_BY_USER},
-    throttle::{CallKey, CallSlot, CallTotals, DirtyTotals},
-};
+use iotop_bpf_common::throttle::{CallKey, CallSlot, CallTotals, DirtyTotals};
 use tokio::io::unix::AsyncFd;
 
 use self::kallsyms::Kallsyms;
@@ -58,11 +55,7 @@ pub struct LiveFeed {
     counters: PerCpuArray<MapData, u64>,
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     logical_writes: PerCpuHashMap<MapData, u32, u64>,
-    dstate_episodes: HashMap<MapData, u32, Episode>,
-    /// The probes' count of episodes stored and removed, and ours of the stale ones we
-    /// removed (written to its entry so that the counts balance; see `OPEN_STORED`).
-    dstate_open: aya::maps::Array<MapData, u64>,
-    stale_removed: u64,
+    dstate_episodes: crate::probe::episodes::EpisodeTableView,
     stacks: stacks::StackBook,
     /// Cgroup ids seen on requests since the last sample, and their names.
     cgroups_seen: std::collections::HashSet<u64, foldhash::fast::RandomState>,
@@ -100,7 +93,6 @@ impl LiveFeed {
             disks,
             logical_writes,
             dstate_episodes,
-            dstate_open,
             stacks,
             dstate_time,
             dio_stream_align,
@@ -134,8 +126,6 @@ impl LiveFeed {
             disks,
             logical_writes,
             dstate_episodes,
-            dstate_open,
-            stale_removed: 0,
             stacks: stacks::StackBook::new(stacks, kallsyms),
             cgroups_seen: std::collections::HashSet::default(),
             cgroups: cgroups::CgroupNames::new(),
@@ -357,10 +347,10 @@ impl LiveFeed {
     fn dstate_now(&mut self, now_ns: u64) -> Vec<DStateNow> {
         let mut now = Vec::new();
         let mut stale = Vec::new();
-        for (tid, episode) in self.dstate_episodes.iter().filter_map(Result::ok) {
+        for (tid, episode) in self.dstate_episodes.in_progress() {
             let age = now_ns.saturating_sub(episode.start_ns);
             if age > STALE_AFTER_NS && procfs::thread_state(tid) != Some('D') {
-                stale.push(tid);
+                stale.push((tid, episode.start_ns));
                 continue;
             }
             now.push(DStateNow {
@@ -373,19 +363,9 @@ impl LiveFeed {
                     .frames(tid, episode.start_ns, episode.stack_id, age),
             });
         }
-        for tid in stale {
-            // Counted only if this removed it (its wakeup may have, in between).
-            if self.dstate_episodes.remove(&tid).is_ok() {
-                self.stale_removed += 1;
-                if let Err(e) = self
-                    .dstate_open
-                    .set(OPEN_REMOVED_BY_USER, self.stale_removed, 0)
-                {
-                    self.report
-                        .degraded
-                        .push(format!("cannot count removed D episodes: {e}"));
-                }
-            }
+        for (tid, start_ns) in stale {
+            // Unless a new episode replaced it in between.
+            self.dstate_episodes.end_stale(tid, start_ns);
         }
         self.stacks.retain(|tid, start_ns| {
             now.iter()

@@ -249,6 +249,16 @@ impl Btf {
             .ok_or_else(|| BtfError::NoMember(strukt.to_string(), member.to_string()))
     }
 
+    /// Bit offset of `strukt.member` (a bitfield's own bit), as [`Btf::member_offset`].
+    pub fn member_bit_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
+        let id = *self
+            .structs
+            .get(strukt)
+            .ok_or_else(|| BtfError::NoStruct(strukt.to_string()))?;
+        self.find_member(id, member, 0)
+            .ok_or_else(|| BtfError::NoMember(strukt.to_string(), member.to_string()))
+    }
+
     fn find_member(&self, id: u32, member: &str, base_bits: u32) -> Option<u32> {
         let Type::Composite { members, .. } = self.types.get(id as usize)? else {
             return None;

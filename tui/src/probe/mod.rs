@@ -3,6 +3,7 @@
 pub mod btf;
 mod dio;
 pub mod durable;
+pub mod episodes;
 pub mod privilege;
 mod raw;
 mod sched;
@@ -13,7 +14,7 @@ pub mod tracefs;
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
+    maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
     programs::{RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
@@ -22,10 +23,10 @@ use iotop_bpf_common::{
     dio::{
         DIO_STREAM_ALIGN, DioOffsets, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS, RawDioOffsets,
     },
-    dstate::{Episode, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
+    dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
-        COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_OPEN, DSTATE_TIME, DiskAggregate,
-        EVENTS, LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
+        COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
+        LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
     },
     process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
     rwbs::RWBS_READ_LEN,
@@ -142,10 +143,8 @@ pub struct ProbeMaps {
     pub disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     /// tgid -> bytes asked to be written (an LRU per-CPU hash; aya reads it like a hash).
     pub logical_writes: PerCpuHashMap<MapData, u32, u64>,
-    /// tid -> D-state episode in progress.
-    pub dstate_episodes: HashMap<MapData, u32, Episode>,
-    /// Episodes stored and removed (`OPEN_*`): user space counts the stale ones it removes.
-    pub dstate_open: Array<MapData, u64>,
+    /// The D-state episodes in progress, by thread id.
+    pub dstate_episodes: episodes::EpisodeTableView,
     pub stacks: StackTraceMap<MapData>,
     /// tgid -> ns in finished D episodes.
     pub dstate_time: PerCpuHashMap<MapData, u32, u64>,
@@ -623,9 +622,10 @@ impl Probes {
                 .context("map DISK_AGGREGATES")?,
             logical_writes: PerCpuHashMap::try_from(take(LOGICAL_WRITES)?)
                 .context("map LOGICAL_WRITES")?,
-            dstate_episodes: HashMap::try_from(take(DSTATE_EPISODES)?)
-                .context("map DSTATE_EPISODES")?,
-            dstate_open: Array::try_from(take(DSTATE_OPEN)?).context("map DSTATE_OPEN")?,
+            dstate_episodes: match take(DSTATE_EPISODES)? {
+                aya::maps::Map::Array(map) => episodes::EpisodeTableView::map(map)?,
+                _ => bail!("map DSTATE_EPISODES is not an array"),
+            },
             stacks: StackTraceMap::try_from(take(STACKS)?).context("map STACKS")?,
             dstate_time: PerCpuHashMap::try_from(take(DSTATE_TIME)?).context("map DSTATE_TIME")?,
             dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)

@@ -135,6 +135,10 @@ fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
     };
     // REQ_OP_BITS is a #define; the first flag bit comes right after the operation bits.
     let op_bits = bit("__REQ_FAILFAST_DEV")?;
+    // Optional: without it every wakeup looks its thread up.
+    let load_bit = btf
+        .member_bit_offset("task_struct", "sched_contributes_to_load")
+        .ok();
     Ok(RawOffsets {
         rq_sector: btf.member_offset("request", "__sector")?,
         rq_data_len: btf.member_offset("request", "__data_len")?,
@@ -157,6 +161,8 @@ fn offsets(btf: &Btf) -> Result<RawOffsets, super::btf::BtfError> {
         bit_rahead: bit("__REQ_RAHEAD")?,
         rq_flags: btf.member_offset("request", "rq_flags")?,
         bit_use_sched: bit("__RQF_USE_SCHED").unwrap_or(u32::MAX),
+        task_load_word: load_bit.map_or(0, |bits| bits / 32 * 4),
+        task_load_bit: load_bit.map_or(u32::MAX, |bits| bits % 32),
     })
 }
 
@@ -178,5 +184,6 @@ mod tests {
         assert_eq!(o.op_mask, 0xff, "REQ_OP_BITS is 8");
         assert!(o.bit_sync > 7 && o.bit_preflush > o.bit_sync);
         assert!(o.task_comm > o.task_pid);
+        assert!(o.task_load_bit < 32 && o.task_load_word > 0, "{o:?}");
     }
 }

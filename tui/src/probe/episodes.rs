@@ -1,0 +1,132 @@
+//! The D episodes in progress, read in place: the probes keep them in an mmapable array
+//! ([`EpisodeSet`]s), which this maps once and scans each interval, with no system call
+//! per entry.
+
+use std::{
+    os::fd::{AsFd as _, AsRawFd as _},
+    ptr::NonNull,
+    sync::atomic::{AtomicU64, Ordering, fence},
+};
+
+use anyhow::{Result, bail};
+use aya::maps::MapData;
+use iotop_bpf_common::dstate::{EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet};
+
+/// The `DSTATE_EPISODES` array, mapped.
+pub struct EpisodeTableView {
+    sets: NonNull<EpisodeSet>,
+    len: usize,
+    /// Keeps the map's fd open while it is mapped.
+    _map: MapData,
+}
+
+// SAFETY: the mapping is plain shared memory, owned by this value alone.
+unsafe impl Send for EpisodeTableView {}
+
+impl EpisodeTableView {
+    /// Maps the array. It must be the mmapable `DSTATE_EPISODES` of [`EPISODE_SETS`] sets.
+    pub fn map(map: MapData) -> Result<Self> {
+        let info = map.info()?;
+        let len = EPISODE_SETS as usize;
+        if info.max_entries() as usize != len
+            || info.value_size() as usize != size_of::<EpisodeSet>()
+        {
+            bail!(
+                "DSTATE_EPISODES is {} entries of {} bytes, not {len} of {}",
+                info.max_entries(),
+                info.value_size(),
+                size_of::<EpisodeSet>()
+            );
+        }
+        let bytes = len * size_of::<EpisodeSet>();
+        // SAFETY: maps the map's own memory (its values, page-aligned by the kernel for an
+        // mmapable array); checked for failure below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.fd().as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            bail!("mmap DSTATE_EPISODES: {}", std::io::Error::last_os_error());
+        }
+        let sets = NonNull::new(addr.cast()).expect("mmap returned a non-null address");
+        Ok(Self {
+            sets,
+            len,
+            _map: map,
+        })
+    }
+
+    fn start_ns(&self, set: usize, way: usize) -> &AtomicU64 {
+        debug_assert!(set < self.len && way < EPISODE_WAYS);
+        // SAFETY: in bounds of the mapping, 64-byte aligned (the line), and only ever
+        // accessed as a u64 from here; the probes write it with plain (atomic on x86)
+        // 8-byte stores.
+        unsafe {
+            AtomicU64::from_ptr(
+                (&raw mut (*self.sets.as_ptr().add(set)).lines[way].episode.start_ns).cast(),
+            )
+        }
+    }
+
+    /// The episodes in progress, by thread id. One being written as it is read is skipped
+    /// (the probes write `start_ns` last; it is read before and after the copy).
+    pub fn in_progress(&self) -> Vec<(u32, Episode)> {
+        let mut found = Vec::new();
+        for set in 0..self.len {
+            for way in 0..EPISODE_WAYS {
+                let start = self.start_ns(set, way).load(Ordering::Acquire);
+                if start == 0 {
+                    continue;
+                }
+                // SAFETY: in bounds; a racy copy of plain data, validated below.
+                let episode = unsafe {
+                    std::ptr::read_volatile(
+                        &raw const (*self.sets.as_ptr().add(set)).lines[way].episode,
+                    )
+                };
+                fence(Ordering::Acquire);
+                if self.start_ns(set, way).load(Ordering::Relaxed) == start
+                    && episode.start_ns == start
+                {
+                    found.push((episode.pid, episode));
+                }
+            }
+        }
+        found
+    }
+
+    /// Ends the episode of `tid` that started at `start_ns` (a stale one, whose wakeup was
+    /// missed), unless the probes replaced it since. Returns whether it was ended here.
+    pub fn end_stale(&self, tid: u32, start_ns: u64) -> bool {
+        let set = iotop_bpf_common::dstate::episode_set(tid) as usize;
+        (0..EPISODE_WAYS).any(|way| {
+            // SAFETY: in bounds; a plain read of the id line.
+            let id = unsafe {
+                std::ptr::read_volatile(&raw const (*self.sets.as_ptr().add(set)).tids[way])
+            };
+            id == tid
+                && self
+                    .start_ns(set, way)
+                    .compare_exchange(start_ns, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+        })
+    }
+}
+
+impl Drop for EpisodeTableView {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, not used after this.
+        unsafe {
+            libc::munmap(
+                self.sets.as_ptr().cast(),
+                self.len * size_of::<EpisodeSet>(),
+            );
+        }
+    }
+}
