@@ -672,12 +672,13 @@ fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
         bail!("tmux is missing: run `cargo xtask setup`");
     }
     let session = format!("iotop-bpf-bench-{}", std::process::id());
-    // The runs before this one quit at once and leave a child to detach their probes (RCU
-    // grace periods under the kernel's tracepoint lock): attaching while it does waits for
-    // it (a first frame at ~1 s instead of ~250 ms). Measured apart, and said.
+    // The runs before this one quit at once and leave their probes to be detached: by a
+    // child, then by the kernel's own deferred release (RCU grace periods under the
+    // tracepoint lock). Attaching meanwhile waits for all of it (a first frame at ~1 s
+    // instead of ~250 ms): measured apart, and said.
     let detach = wait_for_detached(binary)?;
     println!(
-        "  waited {:.0} ms for the earlier runs' probes to detach",
+        "  waited {:.0} ms for the earlier runs' probes to be detached",
         detach.as_secs_f64() * 1e3
     );
     let load = {
@@ -742,8 +743,9 @@ fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
     ])
 }
 
-/// Waits (at most 20 s) until no process runs `binary`: the children that earlier runs left
-/// to detach their probes. Returns how long that took.
+/// Waits (at most 20 s) until no process runs `binary` (the children that earlier runs left
+/// to detach their probes) and the kernel has freed their programs (a JITed program is a
+/// `bpf_prog_<tag>_<name>` symbol until then). Returns how long that took.
 fn wait_for_detached(binary: &Path) -> Result<Duration> {
     let started = Instant::now();
     let binary = binary
@@ -762,14 +764,23 @@ fn wait_for_detached(binary: &Path) -> Result<Duration> {
                     && std::fs::read_link(entry.path().join("exe")).is_ok_and(|exe| exe == binary)
             })
     };
-    while running() {
+    // Program names are cut at 15 bytes; the completion probe is loaded by every run.
+    let loaded = || {
+        std::fs::read_to_string("/proc/kallsyms").is_ok_and(|symbols| {
+            symbols.lines().any(|line| {
+                line.contains(" bpf_prog_")
+                    && (line.ends_with("_raw_block_compl") || line.ends_with("_block_complete"))
+            })
+        })
+    };
+    while running() || loaded() {
         if started.elapsed() > Duration::from_secs(20) {
             bail!(
-                "{} still runs 20 s after its last run quit",
+                "the probes of {} are still loaded 20 s after its last run quit",
                 binary.display()
             );
         }
-        thread::sleep(Duration::from_millis(10));
+        thread::sleep(Duration::from_millis(20));
     }
     Ok(started.elapsed())
 }
