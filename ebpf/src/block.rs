@@ -32,7 +32,7 @@ use crate::{
     sync::{SYNCS_IN_FLIGHT, any_sync_active},
 };
 
-/// 4 MiB: ~44k records of 88 (+8 header) bytes, ~130 ms of headroom at 330k requests per
+/// 4 MiB: ~32k records of 120 (+8 header) bytes, ~100 ms of headroom at 330k requests per
 /// second, with the reader woken at a quarter full and draining every 50 ms anyway. User
 /// space maps it twice over (the data pages wrap around), so it is 8 MiB of the tool's RSS;
 /// 16 MiB cost 32 MiB. The loader may resize it.

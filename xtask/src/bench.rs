@@ -47,6 +47,9 @@ pub struct Args {
     /// Set up and built already (used when bench re-runs itself under sudo).
     #[arg(long, hide = true)]
     prepared: bool,
+    /// Only the live view's first frame and quit (to look into that figure alone).
+    #[arg(long, hide = true)]
+    live_view_only: bool,
 }
 
 const BPFTRACE_HIST: &str =
@@ -88,6 +91,9 @@ pub fn bench(args: &Args) -> Result<()> {
         if args.no_bpf_stats {
             sudo.arg("--no-bpf-stats");
         }
+        if args.live_view_only {
+            sudo.arg("--live-view-only");
+        }
         return run(&mut sudo);
     }
 
@@ -105,6 +111,14 @@ pub fn bench(args: &Args) -> Result<()> {
         .context("parsing `getconf CLK_TCK`")?;
 
     let device = LoopDevice::create()?;
+    // BPF programs loaded before any run of ours (the system's own): the live view waits
+    // until the earlier runs' programs are freed, back to this many.
+    let programs_before = bpf_programs_loaded();
+    if args.live_view_only {
+        let table = live_view(&binary, &device, programs_before)?;
+        print_table(&table);
+        return Ok(());
+    }
     let mut table = Vec::new();
     for workload in [Workload::Uring, Workload::Psync] {
         println!(
@@ -170,7 +184,7 @@ pub fn bench(args: &Args) -> Result<()> {
         LOAD_IOPS / 1000
     );
     table.extend(under_load(&binary, &device, ticks_per_sec)?);
-    table.extend(live_view(&binary, &device)?);
+    table.extend(live_view(&binary, &device, programs_before)?);
     print_table(&table);
     Ok(())
 }
@@ -667,7 +681,7 @@ fn under_load(binary: &Path, device: &LoopDevice, ticks_per_sec: f64) -> Result<
 }
 
 /// The live view in tmux under load: time to the first frame, and from `q` to the shell.
-fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
+fn live_view(binary: &Path, device: &LoopDevice, programs_before: usize) -> Result<Vec<Figure>> {
     if find_in_path("tmux").is_none() {
         bail!("tmux is missing: run `cargo xtask setup`");
     }
@@ -676,7 +690,7 @@ fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
     // child, then by the kernel's own deferred release (RCU grace periods under the
     // tracepoint lock). Attaching meanwhile waits for all of it (a first frame at ~1 s
     // instead of ~250 ms): measured apart, and said.
-    let detach = wait_for_detached(binary)?;
+    let detach = wait_for_detached(binary, programs_before)?;
     println!(
         "  waited {:.0} ms for the earlier runs' probes to be detached",
         detach.as_secs_f64() * 1e3
@@ -743,10 +757,20 @@ fn live_view(binary: &Path, device: &LoopDevice) -> Result<Vec<Figure>> {
     ])
 }
 
+/// JITed BPF programs loaded now (each is a `bpf_prog_<tag>_<name>` symbol until freed).
+fn bpf_programs_loaded() -> usize {
+    std::fs::read_to_string("/proc/kallsyms").map_or(0, |symbols| {
+        symbols
+            .lines()
+            .filter(|line| line.contains(" bpf_prog_"))
+            .count()
+    })
+}
+
 /// Waits (at most 20 s) until no process runs `binary` (the children that earlier runs left
-/// to detach their probes) and the kernel has freed their programs (a JITed program is a
-/// `bpf_prog_<tag>_<name>` symbol until then). Returns how long that took.
-fn wait_for_detached(binary: &Path) -> Result<Duration> {
+/// to detach their probes) and the kernel has freed their programs: back to
+/// `programs_before`. Returns how long that took.
+fn wait_for_detached(binary: &Path, programs_before: usize) -> Result<Duration> {
     let started = Instant::now();
     let binary = binary
         .canonicalize()
@@ -764,20 +788,11 @@ fn wait_for_detached(binary: &Path) -> Result<Duration> {
                     && std::fs::read_link(entry.path().join("exe")).is_ok_and(|exe| exe == binary)
             })
     };
-    // Program names are cut at 15 bytes; the completion probe is loaded by every run.
-    let loaded = || {
-        std::fs::read_to_string("/proc/kallsyms").is_ok_and(|symbols| {
-            symbols.lines().any(|line| {
-                line.contains(" bpf_prog_")
-                    && (line.ends_with("_raw_block_compl") || line.ends_with("_block_complete"))
-            })
-        })
-    };
-    while running() || loaded() {
+    while running() || bpf_programs_loaded() > programs_before {
         if started.elapsed() > Duration::from_secs(20) {
             bail!(
-                "the probes of {} are still loaded 20 s after its last run quit",
-                binary.display()
+                "{} BPF programs are loaded 20 s after the last run quit ({programs_before} before the bench)",
+                bpf_programs_loaded()
             );
         }
         thread::sleep(Duration::from_millis(20));

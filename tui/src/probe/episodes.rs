@@ -75,7 +75,10 @@ impl EpisodeTableView {
     }
 
     /// The episodes in progress, by thread id. One being written as it is read is skipped
-    /// (the probes write `start_ns` last; it is read before and after the copy).
+    /// (the probes write `start_ns` last; it is read before and after the copy, as a
+    /// seqlock's reader would). The probes order their stores with a compiler fence only:
+    /// enough on x86, whose stores become visible in order; a weakly ordered CPU could show
+    /// an episode with an older command or stack for one interval.
     pub fn in_progress(&self) -> Vec<(u32, Episode)> {
         let mut found = Vec::new();
         for set in 0..self.len {
