@@ -240,13 +240,7 @@ impl Btf {
 
     /// Byte offset of `strukt.member`, looking into anonymous unions and structs.
     pub fn member_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
-        let id = *self
-            .structs
-            .get(strukt)
-            .ok_or_else(|| BtfError::NoStruct(strukt.to_string()))?;
-        self.find_member(id, member, 0)
-            .map(|bits| bits / 8)
-            .ok_or_else(|| BtfError::NoMember(strukt.to_string(), member.to_string()))
+        self.member_bit_offset(strukt, member).map(|bits| bits / 8)
     }
 
     /// Bit offset of `strukt.member` (a bitfield's own bit), as [`Btf::member_offset`].
