@@ -9,6 +9,7 @@
 #![no_std]
 
 pub mod abi;
+pub mod assoc;
 pub mod blame;
 pub mod block;
 pub mod dio;

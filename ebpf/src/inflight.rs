@@ -16,6 +16,7 @@
 
 use aya_ebpf::{bindings::BPF_F_MMAPABLE, macros::map, maps::Array};
 use iotop_bpf_common::{
+    assoc::{Way, choose},
     block::{IN_FLIGHT_SETS, IN_FLIGHT_WAYS, InFlight, InFlightKey, InFlightSet, in_flight_set},
     maps::COUNTER_IN_FLIGHT_EVICTED,
 };
@@ -69,29 +70,20 @@ pub fn find(key: &InFlightKey) -> Option<Slot> {
 #[inline(always)]
 pub fn claim(key: &InFlightKey) -> Option<Slot> {
     let set = IN_FLIGHT.get_ptr_mut(in_flight_set(key))?;
-    let mut unused = None;
-    for way in 0..IN_FLIGHT_WAYS {
-        // SAFETY: a valid map value; see the module comment for concurrent access.
-        let stored = unsafe { (*set).keys[way] };
-        if stored.dev == key.dev && stored.sector == key.sector {
-            return Some(slot(set, way));
-        }
-        if stored.dev == 0 && unused.is_none() {
-            unused = Some(way);
-        }
+    // SAFETY (the three closures): a valid map value, `way < IN_FLIGHT_WAYS`; see the module
+    // comment for concurrent access.
+    let way = choose::<IN_FLIGHT_WAYS>(
+        |way| {
+            let stored = unsafe { (*set).keys[way] };
+            stored.dev == key.dev && stored.sector == key.sector
+        },
+        |way| unsafe { (*set).keys[way].dev } == 0,
+        |way| unsafe { (*set).lines[way].value.created_ns } == 0,
+    );
+    if let Way::Evicted(_) = way {
+        bump(COUNTER_IN_FLIGHT_EVICTED);
     }
-    if let Some(way) = unused {
-        return Some(slot(set, way));
-    }
-    for way in 0..IN_FLIGHT_WAYS {
-        let slot = slot(set, way);
-        // SAFETY: as above.
-        if unsafe { (*slot.value).created_ns } == 0 {
-            return Some(slot);
-        }
-    }
-    bump(COUNTER_IN_FLIGHT_EVICTED);
-    Some(slot(set, 0))
+    Some(slot(set, way.index::<IN_FLIGHT_WAYS>()))
 }
 
 /// Makes a claimed slot, its value filled in, findable under `key`. The key goes last, so

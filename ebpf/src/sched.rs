@@ -13,6 +13,7 @@ use aya_ebpf::{
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
+    assoc::{Way, choose},
     dstate::{
         DStateRecord, EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, EpisodeTable,
         STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WakeupOutcome, episode_set, on_switch,
@@ -74,41 +75,27 @@ impl Episodes {
     #[inline(always)]
     fn claim(pid: u32) -> Option<*mut Episode> {
         let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
-        let mut unused = None;
-        for way in 0..EPISODE_WAYS {
-            // SAFETY: a valid map value.
-            let tid = unsafe { (*set).tids[way] };
-            if tid == pid {
-                return Some(unsafe { &raw mut (*set).lines[way].episode });
-            }
-            if tid == 0 && unused.is_none() {
-                unused = Some(way);
-            }
-        }
-        let way = match unused {
-            Some(way) => way,
-            None => {
-                let mut ended = None;
-                for way in 0..EPISODE_WAYS {
-                    // SAFETY: as above.
-                    if ended.is_none() && unsafe { (*set).lines[way].episode.start_ns } == 0 {
-                        ended = Some(way);
-                    }
-                }
-                ended.unwrap_or_else(|| {
-                    // The first way's episode is dropped unfinished.
-                    bump(COUNTER_DSTATE_STALE);
-                    0
-                })
-            }
-        };
-        // SAFETY: as above; `way < EPISODE_WAYS`. The id is written before the episode, and
-        // only the new thread's own wakeup looks for it, after this.
+        // SAFETY (the three closures): a valid map value, `way < EPISODE_WAYS`.
+        let way = choose::<EPISODE_WAYS>(
+            |way| unsafe { (*set).tids[way] } == pid,
+            |way| unsafe { (*set).tids[way] } == 0,
+            |way| unsafe { (*set).lines[way].episode.start_ns } == 0,
+        );
+        let index = way.index::<EPISODE_WAYS>();
+        // SAFETY: as above.
         unsafe {
-            let way = way & (EPISODE_WAYS - 1);
-            (*set).lines[way].episode.start_ns = 0;
-            (*set).tids[way] = pid;
-            Some(&raw mut (*set).lines[way].episode)
+            if let Way::Own(_) = way {
+                return Some(&raw mut (*set).lines[index].episode);
+            }
+            if let Way::Evicted(_) = way {
+                // The first way's episode is dropped unfinished.
+                bump(COUNTER_DSTATE_STALE);
+            }
+            // The id is written before the episode, and only the new thread's own wakeup
+            // looks for it, after this.
+            (*set).lines[index].episode.start_ns = 0;
+            (*set).tids[index] = pid;
+            Some(&raw mut (*set).lines[index].episode)
         }
     }
 }

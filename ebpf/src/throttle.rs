@@ -19,6 +19,7 @@ use aya_ebpf::{
 };
 use iotop_bpf_common::{
     COMM_LEN,
+    assoc::choose,
     throttle::{
         CALL_SLOTS, CALL_STALE_NS, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS_ENTRIES,
         DIO_CALLS_IN_FLIGHT_SLOTS, DIO_CALLS_IN_FLIGHT_WAYS, DIRTY_BDI_LEN, DIRTY_PAUSES_ENTRIES,
@@ -74,24 +75,22 @@ static DIRTY_PAUSES: LruPerCpuHashMap<u32, DirtyTotals> =
 /// the set's first (taken over).
 #[inline(always)]
 pub fn call_begin(iocb: u64) {
+    const WAYS: usize = DIO_CALLS_IN_FLIGHT_WAYS as usize;
     let set = call_set(iocb);
-    let mut claimed = None;
-    for way in 0..DIO_CALLS_IN_FLIGHT_WAYS {
-        let Some(slot) = DIO_CALLS_IN_FLIGHT.get_ptr_mut(set + way) else {
-            return;
-        };
-        // SAFETY: a valid map value. Two calls of one set starting at the same instant on two
-        // CPUs may race for a slot: the loser's completion then finds nothing (not counted).
-        let stored = unsafe { (*slot).iocb };
-        if stored == iocb {
-            claimed = Some(slot);
-            break;
-        }
-        if stored == 0 && claimed.is_none() {
-            claimed = Some(slot);
-        }
-    }
-    let Some(slot) = claimed.or_else(|| DIO_CALLS_IN_FLIGHT.get_ptr_mut(set)) else {
+    // SAFETY: a valid map value. Two calls of one set starting at the same instant on two
+    // CPUs may race for a slot: the loser's completion then finds nothing (not counted).
+    let stored = |way: usize| {
+        DIO_CALLS_IN_FLIGHT
+            .get_ptr_mut(set + way as u32)
+            .map(|slot| unsafe { (*slot).iocb })
+    };
+    // A finished call frees its slot (`iocb` 0): "ended" and "unused" are one here.
+    let way = choose::<WAYS>(
+        |way| stored(way) == Some(iocb),
+        |way| stored(way) == Some(0),
+        |_| false,
+    );
+    let Some(slot) = DIO_CALLS_IN_FLIGHT.get_ptr_mut(set + way.index::<WAYS>() as u32) else {
         return;
     };
     // SAFETY: a valid map value; the key goes last, so a completion never pairs it with an
