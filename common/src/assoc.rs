@@ -27,6 +27,20 @@ impl Way {
     }
 }
 
+/// The way of a set of `WAYS` ways whose key is this key (`holds(way)`), if any, masked below
+/// `WAYS` like [`Way::index`].
+#[inline(always)]
+pub fn position<const WAYS: usize>(holds: impl Fn(usize) -> bool) -> Option<usize> {
+    let mut way = 0;
+    while way < WAYS {
+        if holds(way) {
+            return Some(way & (WAYS - 1));
+        }
+        way += 1;
+    }
+    None
+}
+
 /// Chooses the way of a key in a set of `WAYS` ways: its own, else the first never used,
 /// else the first whose entry ended, else the first. `holds(way)`: the way's key is this key;
 /// `unused(way)`: the way was never used; `ended(way)`: its entry ended. One pass over the
@@ -84,6 +98,13 @@ mod tests {
             Way::Own(1),
             "an ended entry's key is reused"
         );
+    }
+
+    #[test]
+    fn position_finds_the_key_or_nothing() {
+        let keys = [3, 0, 7, 7];
+        assert_eq!(position::<4>(|w| keys[w] == 7), Some(2), "the first holder");
+        assert_eq!(position::<4>(|w| keys[w] == 5), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 use aya_ebpf::{bindings::BPF_F_MMAPABLE, macros::map, maps::Array};
 use iotop_bpf_common::{
-    assoc::{Way, choose},
+    assoc::{Way, choose, position},
     block::{IN_FLIGHT_SETS, IN_FLIGHT_WAYS, InFlight, InFlightKey, InFlightSet, in_flight_set},
     maps::COUNTER_IN_FLIGHT_EVICTED,
 };
@@ -48,19 +48,20 @@ fn slot(set: *mut InFlightSet, way: usize) -> Slot {
 #[inline(always)]
 pub fn find(key: &InFlightKey) -> Option<Slot> {
     let set = IN_FLIGHT.get_ptr_mut(in_flight_set(key))?;
-    for way in 0..IN_FLIGHT_WAYS {
-        // SAFETY: a valid map value; see the module comment for concurrent access.
-        let stored = unsafe { (*set).keys[way] };
-        if stored.dev == key.dev && stored.sector == key.sector {
-            let slot = slot(set, way);
-            // SAFETY: as above.
-            if unsafe { (*slot.value).created_ns } == 0 {
-                return None; // its request completed
-            }
-            return Some(slot);
-        }
+    // SAFETY: a valid map value, `way < IN_FLIGHT_WAYS`; see the module comment for
+    // concurrent access.
+    let way = position::<IN_FLIGHT_WAYS>(|way| holds(unsafe { (*set).keys[way] }, key))?;
+    let slot = slot(set, way);
+    // SAFETY: as above.
+    if unsafe { (*slot.value).created_ns } == 0 {
+        return None; // its request completed
     }
-    None
+    Some(slot)
+}
+
+#[inline(always)]
+fn holds(stored: InFlightKey, key: &InFlightKey) -> bool {
+    stored.dev == key.dev && stored.sector == key.sector
 }
 
 /// The slot to store `key` in: the one holding it already (the common case: the key
@@ -73,10 +74,7 @@ pub fn claim(key: &InFlightKey) -> Option<Slot> {
     // SAFETY (the three closures): a valid map value, `way < IN_FLIGHT_WAYS`; see the module
     // comment for concurrent access.
     let way = choose::<IN_FLIGHT_WAYS>(
-        |way| {
-            let stored = unsafe { (*set).keys[way] };
-            stored.dev == key.dev && stored.sector == key.sector
-        },
+        |way| holds(unsafe { (*set).keys[way] }, key),
         |way| unsafe { (*set).keys[way].dev } == 0,
         |way| unsafe { (*set).lines[way].value.created_ns } == 0,
     );
@@ -93,8 +91,7 @@ pub fn claim(key: &InFlightKey) -> Option<Slot> {
 pub fn publish(slot: Slot, key: &InFlightKey) {
     // SAFETY: a valid map value.
     unsafe {
-        let stored = *slot.key;
-        if stored.dev != key.dev || stored.sector != key.sector {
+        if !holds(*slot.key, key) {
             *slot.key = *key;
         }
     }

@@ -13,7 +13,7 @@ use aya_ebpf::{
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
-    assoc::{Way, choose},
+    assoc::{Way, choose, position},
     dstate::{
         DStateRecord, EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, EpisodeTable,
         STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WakeupOutcome, episode_set, on_switch,
@@ -61,13 +61,9 @@ impl Episodes {
     #[inline(always)]
     fn find(pid: u32) -> Option<*mut Episode> {
         let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
-        for way in 0..EPISODE_WAYS {
-            // SAFETY: a valid map value.
-            if unsafe { (*set).tids[way] } == pid {
-                return Some(unsafe { &raw mut (*set).lines[way].episode });
-            }
-        }
-        None
+        // SAFETY: a valid map value, `way < EPISODE_WAYS`.
+        let way = position::<EPISODE_WAYS>(|way| unsafe { (*set).tids[way] } == pid)?;
+        Some(unsafe { &raw mut (*set).lines[way].episode })
     }
 
     /// The slot to store an episode of `pid` in: its own, else one never used, else one

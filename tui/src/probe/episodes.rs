@@ -105,20 +105,25 @@ impl EpisodeTableView {
     }
 
     /// Ends the episode of `tid` that started at `start_ns` (a stale one, whose wakeup was
-    /// missed), unless the probes replaced it since. Returns whether it was ended here.
-    pub fn end_stale(&self, tid: u32, start_ns: u64) -> bool {
+    /// missed), unless the probes replaced it since.
+    pub fn end_stale(&self, tid: u32, start_ns: u64) {
         let set = iotop_bpf_common::dstate::episode_set(tid) as usize;
-        (0..EPISODE_WAYS).any(|way| {
+        // A thread holds at most one way of its set.
+        for way in 0..EPISODE_WAYS {
             // SAFETY: in bounds; a plain read of the id line.
             let id = unsafe {
                 std::ptr::read_volatile(&raw const (*self.sets.as_ptr().add(set)).tids[way])
             };
-            id == tid
-                && self
-                    .start_ns(set, way)
-                    .compare_exchange(start_ns, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-        })
+            if id == tid {
+                // Fails, and leaves it, if a new episode of the thread replaced this one.
+                let _ = self.start_ns(set, way).compare_exchange(
+                    start_ns,
+                    0,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+            }
+        }
     }
 }
 
