@@ -6,6 +6,7 @@
 //! to the per-disk aggregates. Field offsets come from tracefs via globals set by the loader.
 #![no_std]
 #![feature(core_intrinsics)]
+#![feature(asm_experimental_arch)]
 #![expect(
     internal_features,
     reason = "atomic add: core's atomics need compare-and-swap, which the BPF target lacks"
@@ -24,6 +25,7 @@ mod raw;
 mod sched;
 mod sync;
 mod throttle;
+mod verifier;
 
 #[cfg(not(test))]
 #[panic_handler]
