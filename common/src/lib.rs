@@ -17,6 +17,7 @@ pub mod dstate;
 pub mod hist;
 pub mod maps;
 pub mod process;
+pub mod raw;
 pub mod rwbs;
 pub mod sync;
 pub mod throttle;

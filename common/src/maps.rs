@@ -100,4 +100,5 @@ mod pod {
     unsafe impl aya::Pod for crate::throttle::DirtyOffsets {}
     unsafe impl aya::Pod for crate::sync::DurableOffsets {}
     unsafe impl aya::Pod for crate::sync::DurableBtf {}
+    unsafe impl aya::Pod for crate::raw::RawLayout {}
 }

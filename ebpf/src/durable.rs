@@ -50,6 +50,7 @@ use iotop_bpf_common::{
 use crate::{
     fields::Window,
     file::{self, FileIdentity},
+    raw::{arg, layout},
     sync::{SYNCS_IN_FLIGHT, atomic_add, begin, current_call, emit, finish, forget, syscall_ret},
 };
 
@@ -128,21 +129,71 @@ pub fn durable_ext4_enter(ctx: TracePointContext) -> u32 {
 /// io_uring sync (the request's completion emits that record).
 #[tracepoint]
 pub fn durable_ext4_exit(ctx: TracePointContext) -> u32 {
+    ext4_exited(|| {
+        let o = DURABLE_OFFSETS.load();
+        Window::read(&ctx)
+            .and_then(|w| w.u32(o.ext4_ret))
+            .map_or(0, |r| i64::from(r as i32))
+    });
+    0
+}
+
+/// ext4 finished making a file durable (`ret`: its result).
+#[inline(always)]
+fn ext4_exited(ret: impl FnOnce() -> i64) {
     let Some((pid_tgid, call)) = current_call() else {
-        return 0;
+        return;
     };
     match call.kind {
         SYNC_IN_WORKER => forget(pid_tgid),
         SYNC_DSYNC_WRITE | SYNC_OSYNC_WRITE | SYNC_URING_DSYNC_WRITE => {
-            let o = DURABLE_OFFSETS.load();
-            let ret = Window::read(&ctx)
-                .and_then(|w| w.u32(o.ext4_ret))
-                .map_or(0, |r| i64::from(r as i32));
-            finish(pid_tgid, &call, ret);
+            finish(pid_tgid, &call, ret());
         }
         // Inside a sync system call: its exit ends it.
         _ => {}
     }
+}
+
+/// The filesystem device and inode of the `struct file` at `file` (zeros if unreadable).
+#[inline(always)]
+fn file_id(file: u64) -> (u32, u64) {
+    file::inode_of(file)
+        .and_then(file::inode_id)
+        .unwrap_or((0, 0))
+}
+
+/// Raw `ext4_sync_file_enter(struct file *file, int datasync)`.
+#[raw_tracepoint(tracepoint = "ext4_sync_file_enter")]
+pub fn raw_durable_ext4_enter(ctx: RawTracePointContext) -> i32 {
+    let (dev, ino) = file_id(ctx.arg(0));
+    let datasync: u64 = ctx.arg(1);
+    synced(dev, ino, Some(datasync as u32 != 0), true);
+    0
+}
+
+/// Raw `ext4_sync_file_exit(struct inode *inode, int ret)`.
+#[raw_tracepoint(tracepoint = "ext4_sync_file_exit")]
+pub fn raw_durable_ext4_exit(ctx: RawTracePointContext) -> i32 {
+    ext4_exited(|| i64::from(ctx.arg::<u64>(1) as u32 as i32));
+    0
+}
+
+/// Raw `xfs_file_fsync(struct xfs_inode *ip)`: the VFS inode is inside the XFS one, at an
+/// offset from the xfs module's BTF.
+#[raw_tracepoint(tracepoint = "xfs_file_fsync")]
+pub fn raw_durable_xfs(ctx: RawTracePointContext) -> i32 {
+    let ip: u64 = ctx.arg(0);
+    let (dev, ino) = file::inode_id(ip + u64::from(layout!(xfs_inode_vnode))).unwrap_or((0, 0));
+    synced(dev, ino, None, false);
+    0
+}
+
+/// Raw `btrfs_sync_file(const struct file *file, int datasync)`.
+#[raw_tracepoint(tracepoint = "btrfs_sync_file")]
+pub fn raw_durable_btrfs(ctx: RawTracePointContext) -> i32 {
+    let (dev, ino) = file_id(ctx.arg(0));
+    let datasync: u64 = ctx.arg(1);
+    synced(dev, ino, Some(datasync as u32 != 0), false);
     0
 }
 
@@ -424,12 +475,30 @@ pub fn uring_punt(ctx: TracePointContext) -> u32 {
     let Ok(opcode) = w.bytes8(o.punt_opcode) else {
         return 0;
     };
-    let mut kind = match opcode[0] {
+    let Ok(req) = w.u64(o.punt_req) else { return 0 };
+    punted(req, opcode[0]);
+    0
+}
+
+/// Raw `io_uring_queue_async_work(struct io_kiocb *req, int rw)` (before 5.16: `(ctx, rw,
+/// req, work, flags)`): the request at the index BTF gave, its opcode read from it.
+#[raw_tracepoint(tracepoint = "io_uring_queue_async_work")]
+pub fn raw_uring_punt(ctx: RawTracePointContext) -> i32 {
+    let req = arg(&ctx, layout!(punt_req_arg));
+    if let Ok(opcode) = file::read::<u8>(req, layout!(req_opcode)) {
+        punted(req, opcode);
+    }
+    0
+}
+
+/// Request `req` with `opcode` goes to io-wq: noted if it is a sync.
+#[inline(always)]
+fn punted(req: u64, opcode: u8) {
+    let mut kind = match opcode {
         IORING_OP_FSYNC => SYNC_URING_FSYNC,
         IORING_OP_SYNC_FILE_RANGE => SYNC_URING_SYNC_FILE_RANGE,
-        _ => return 0,
+        _ => return,
     };
-    let Ok(req) = w.u64(o.punt_req) else { return 0 };
     let btf = DURABLE_BTF.load();
     if kind == SYNC_URING_FSYNC
         && btf.req_sync_flags != ABSENT
@@ -440,7 +509,6 @@ pub fn uring_punt(ctx: TracePointContext) -> u32 {
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     note(req, pid_tgid, 0, 0, 0, kind, unsafe { bpf_ktime_get_ns() });
-    0
 }
 
 /// `io_uring:io_uring_complete` (classic; where BTF does not give the raw one's arguments):

@@ -4,8 +4,8 @@
 use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::tracepoint,
-    programs::TracePointContext,
+    macros::{raw_tracepoint, tracepoint},
+    programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
     RECORD_EXIT, RecordHeader,
@@ -17,6 +17,8 @@ use iotop_bpf_common::{
 use crate::{
     block::{EVENTS, bump, submit},
     fields::Window,
+    file,
+    raw::{arg, layout},
 };
 
 #[unsafe(no_mangle)]
@@ -37,12 +39,42 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
             Err(()) => return 0,
         }
     };
-    if !group_dead {
-        return 0;
+    if group_dead {
+        exited(tgid);
     }
+    0
+}
+
+/// `sched_process_exit(struct task_struct *p[, bool group_dead])`, raw: the group is dead
+/// when the argument says so (6.18+), else when `p->signal->live` has dropped to 0 (the
+/// exiting thread decremented it before the tracepoint).
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn raw_process_exit(ctx: RawTracePointContext) -> i32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let dead_arg = layout!(exit_group_dead_arg);
+    let group_dead = if dead_arg != ABSENT {
+        arg(&ctx, dead_arg) & 0xff != 0
+    } else {
+        let task: u64 = ctx.arg(0);
+        match file::read::<u64>(task, layout!(task_signal))
+            .and_then(|signal| file::read::<u32>(signal, layout!(signal_live)))
+        {
+            Ok(live) => live == 0,
+            Err(()) => return 0,
+        }
+    };
+    if group_dead {
+        exited(tgid);
+    }
+    0
+}
+
+/// One exit record for process `tgid`.
+#[inline(always)]
+fn exited(tgid: u32) {
     let Some(mut slot) = EVENTS.reserve::<ExitRecord>(0) else {
         bump(COUNTER_RING_DROPPED);
-        return 0;
+        return;
     };
     slot.write(ExitRecord {
         header: RecordHeader {
@@ -55,5 +87,4 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
         _pad: 0,
     });
     submit(slot);
-    0
 }

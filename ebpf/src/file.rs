@@ -83,6 +83,27 @@ pub fn of_file(file: u64, size_offset: Option<u32>) -> Result<FileIdentity, ()> 
     Ok(id)
 }
 
+/// The filesystem device and inode number of the `struct inode` at `inode`.
+#[inline(always)]
+pub fn inode_id(inode: u64) -> Result<(u32, u64), ()> {
+    let o = FILE_OFFSETS.load();
+    if o.inode_sb == 0 {
+        return Err(());
+    }
+    let sb: u64 = read(inode, o.inode_sb)?;
+    Ok((read(sb, o.sb_dev)?, read(inode, o.inode_ino)?))
+}
+
+/// The `struct inode *` of the `struct file` at `file`.
+#[inline(always)]
+pub fn inode_of(file: u64) -> Result<u64, ()> {
+    let o = FILE_OFFSETS.load();
+    if o.file_inode == 0 {
+        return Err(());
+    }
+    read(file, o.file_inode)
+}
+
 /// The device of the filesystem the `struct file` at `file` is on (three reads).
 #[inline(always)]
 pub fn fs_dev_of(file: u64) -> Result<u32, ()> {

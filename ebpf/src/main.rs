@@ -24,6 +24,7 @@ mod inflight;
 mod raw;
 mod sched;
 mod sync;
+mod syscall;
 mod throttle;
 mod verifier;
 

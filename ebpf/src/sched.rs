@@ -20,11 +20,13 @@ use iotop_bpf_common::{
         on_wakeup,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
+    tracepoint::ABSENT,
 };
 
 use crate::{
     block::{EVENTS, add_per_cpu, bump, submit},
     fields::Window,
+    raw::layout,
 };
 
 #[unsafe(no_mangle)]
@@ -189,18 +191,33 @@ fn switched_out<C: StackIdContext>(ctx: &C, prev_state: u64) {
     }
 }
 
-/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
-/// unsigned int prev_state)` (5.18+): no trace record is built, the state is an argument.
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next[,
+/// unsigned int prev_state])`: no trace record is built. Where the state is no argument
+/// (before 5.18), it is read from `prev`, which still holds the state it sleeps in.
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
+    crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_DSTATE);
     // A preempted task stays runnable whatever its state says: no sleep, and no wakeup
     // would end it.
     let preempt: u64 = ctx.arg(0);
     if preempt & 1 != 0 {
         return 0;
     }
-    let prev_state: u64 = ctx.arg(3);
-    switched_out(&ctx, prev_state & 0xffff_ffff);
+    let state_arg = layout!(switch_state_arg);
+    let prev_state = if state_arg != ABSENT {
+        crate::raw::arg(&ctx, state_arg) & 0xffff_ffff
+    } else {
+        let prev: u64 = ctx.arg(1);
+        let at = layout!(task_state);
+        let state = if layout!(task_state_size) == 4 {
+            crate::file::read::<u32>(prev, at).map(u64::from)
+        } else {
+            crate::file::read::<u64>(prev, at)
+        };
+        let Ok(state) = state else { return 0 };
+        state
+    };
+    switched_out(&ctx, prev_state);
     0
 }
 

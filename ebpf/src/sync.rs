@@ -91,6 +91,13 @@ fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
     } else {
         -1
     };
+    begin_call(kind, fd);
+    0
+}
+
+/// The current thread enters a sync system call of `kind` on `fd` (-1: none).
+#[inline(always)]
+pub fn begin_call(kind: u8, fd: i32) {
     let call = SyncInFlight {
         start_ns: unsafe { bpf_ktime_get_ns() },
         token: 0,
@@ -101,7 +108,6 @@ fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
         _pad: [0; 7],
     };
     begin(bpf_get_current_pid_tgid(), &call);
-    0
 }
 
 /// Enters the thread in [`SYNCS_IN_FLIGHT`], counted once per thread: a call over one never
@@ -289,7 +295,7 @@ pub fn emit(
 
 /// Adds `bytes` to the process's total and to its fd's window.
 #[inline(always)]
-fn account(fd: u64, bytes: u64) {
+pub fn account(fd: u64, bytes: u64) {
     if bytes == 0 {
         return;
     }
@@ -339,6 +345,13 @@ pub fn writev_enter(ctx: TracePointContext) -> u32 {
     else {
         return 0;
     };
+    account(fd, writev_bytes(vec, vlen));
+    0
+}
+
+/// The bytes a writev-like call asks to write: its iovecs' lengths, from user memory.
+#[inline(always)]
+pub fn writev_bytes(vec: u64, vlen: u64) -> u64 {
     let mut total = 0u64;
     for i in 0..MAX_IOVECS {
         if i as u64 >= vlen {
@@ -352,6 +365,5 @@ pub fn writev_enter(ctx: TracePointContext) -> u32 {
             Err(_) => break,
         }
     }
-    account(fd, total);
-    0
+    total
 }

@@ -28,7 +28,10 @@ use iotop_bpf_common::{
     tracepoint::ABSENT,
 };
 
-use crate::{dio, file};
+use crate::{
+    dio, file,
+    raw::{arg, layout},
+};
 
 /// 1 when `iomap_dio_complete` is attached (set by the loader): otherwise the begin probe
 /// notes nothing, since no completion would ever take it.
@@ -186,8 +189,60 @@ pub fn dirty_pause(ctx: TracePointContext) -> u32 {
     let Ok(pause) = field::<i64>(&ctx, o.pause) else {
         return 0;
     };
+    paused(
+        pause,
+        field(&ctx, o.limit).unwrap_or(0),
+        field(&ctx, o.dirty).unwrap_or(0),
+        field(&ctx, o.wb_dirty).unwrap_or(0),
+        || field::<[u8; DIRTY_BDI_LEN]>(&ctx, o.bdi).unwrap_or([0; DIRTY_BDI_LEN]),
+    );
+    0
+}
+
+/// The same from the raw tracepoint's arguments: `balance_dirty_pages(wb, thresh,
+/// bg_thresh, dirty, bdi_thresh, bdi_dirty, ..., period, pause, start_time)`, at the indices
+/// BTF gave (no trace record built: the classic record of 6.12 lacks `wb_dirty`).
+#[raw_tracepoint(tracepoint = "balance_dirty_pages")]
+pub fn raw_dirty_pause(ctx: RawTracePointContext) -> i32 {
+    let pause = arg(&ctx, layout!(dirty_pause_arg)) as i64;
     if pause <= 0 {
         return 0;
+    }
+    let dtc_arg = layout!(dirty_dtc_arg);
+    let (limit, dirty, wb_dirty) = if dtc_arg != ABSENT {
+        let dtc = arg(&ctx, dtc_arg);
+        (
+            file::read::<u64>(dtc, layout!(dtc_thresh)).unwrap_or(0),
+            file::read::<u64>(dtc, layout!(dtc_dirty)).unwrap_or(0),
+            file::read::<u64>(dtc, layout!(dtc_wb_dirty)).unwrap_or(0),
+        )
+    } else {
+        (
+            arg(&ctx, layout!(dirty_thresh_arg)),
+            arg(&ctx, layout!(dirty_dirty_arg)),
+            arg(&ctx, layout!(dirty_wb_dirty_arg)),
+        )
+    };
+    paused(pause, limit, dirty, wb_dirty, || {
+        let wb = arg(&ctx, layout!(dirty_wb_arg));
+        file::read::<u64>(wb, layout!(wb_bdi))
+            .and_then(|bdi| file::read::<[u8; DIRTY_BDI_LEN]>(bdi, layout!(bdi_dev_name)))
+            .unwrap_or([0; DIRTY_BDI_LEN])
+    });
+    0
+}
+
+/// The current process is paused `pause` ms by dirty throttling (nothing when not positive).
+#[inline(always)]
+fn paused(
+    pause: i64,
+    limit: u64,
+    dirty: u64,
+    wb_dirty: u64,
+    bdi: impl FnOnce() -> [u8; DIRTY_BDI_LEN],
+) {
+    if pause <= 0 {
+        return;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let totals = match DIRTY_PAUSES.get_ptr_mut(&tgid) {
@@ -195,7 +250,7 @@ pub fn dirty_pause(ctx: TracePointContext) -> u32 {
         None => {
             let _ = DIRTY_PAUSES.insert(&tgid, &DirtyTotals::ZERO, u64::from(BPF_NOEXIST));
             let Some(totals) = DIRTY_PAUSES.get_ptr_mut(&tgid) else {
-                return 0;
+                return;
             };
             totals
         }
@@ -205,11 +260,10 @@ pub fn dirty_pause(ctx: TracePointContext) -> u32 {
         (*totals).pauses += 1;
         (*totals).pause_ms += pause as u64;
         (*totals).last_ns = bpf_ktime_get_ns();
-        (*totals).limit_pages = field(&ctx, o.limit).unwrap_or(0);
-        (*totals).dirty_pages = field(&ctx, o.dirty).unwrap_or(0);
-        (*totals).wb_dirty_pages = field(&ctx, o.wb_dirty).unwrap_or(0);
+        (*totals).limit_pages = limit;
+        (*totals).dirty_pages = dirty;
+        (*totals).wb_dirty_pages = wb_dirty;
         (*totals).comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
-        (*totals).bdi = field::<[u8; DIRTY_BDI_LEN]>(&ctx, o.bdi).unwrap_or([0; DIRTY_BDI_LEN]);
+        (*totals).bdi = bdi();
     }
-    0
 }

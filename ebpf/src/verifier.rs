@@ -22,12 +22,19 @@ pub fn index<const N: usize>(i: usize) -> usize {
     v as usize
 }
 
-/// `v`, opaque to the compiler: a bounds check written after it is emitted on the very
-/// register that is then used (LLVM may otherwise test a copy, or drop a check it proved).
+/// Set by the loader (`IOTOP_BPF_FAULT=reject-dstate`) to make the D-state switch probe read
+/// past its context, which every verifier refuses: the tests prove with a real rejection that
+/// a probe the kernel refuses degrades its pane and nothing else. While 0 (always, outside
+/// those tests) the verifier, which knows the value, drops the read as dead code.
+#[unsafe(no_mangle)]
+static FAULT_INJECT: aya_ebpf::Global<u32> = aya_ebpf::Global::new(0);
+
+/// Reads beyond a raw tracepoint's arguments if [`FAULT_INJECT`] is `fault`.
 #[inline(always)]
-pub fn opaque(v: usize) -> usize {
-    let mut v = v as u64;
-    // SAFETY: a register move onto itself.
-    unsafe { core::arch::asm!("{0} = {0}", inout(reg) v, options(pure, nomem, nostack)) };
-    v as usize
+pub fn inject(ctx: &aya_ebpf::programs::RawTracePointContext, fault: u32) {
+    use aya_ebpf::EbpfContext as _;
+    if FAULT_INJECT.load() == fault {
+        // SAFETY: never runs: the verifier refuses the program first.
+        unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u64).add(64)) };
+    }
 }

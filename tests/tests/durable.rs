@@ -417,16 +417,22 @@ fn check_lists_how_each_sync_source_is_traced() {
     }
     let out = sh(binary().to_str().unwrap(), &["check"]);
     for expected in [
-        "sync source: fsync, fdatasync, sync_file_range, syncfs, sync, msync(MS_SYNC): syscalls:",
-        "sync source: O_SYNC/O_DSYNC/RWF_DSYNC writes on ext4: ext4:ext4_sync_file_enter/exit in the writer (fd from its registers)",
-        "sync source: O_SYNC/O_DSYNC/RWF_DSYNC writes on XFS: xfs:xfs_file_fsync in the writer, ended by the write's exit",
-        "sync source: io_uring IORING_OP_FSYNC (fdatasync too), IORING_OP_SYNC_FILE_RANGE: io_uring:io_uring_queue_async_work to io_uring_complete (raw); the io-wq worker's writes are the sync's own",
+        "sync source: fsync, fdatasync, sync_file_range, syncfs, sync, msync(MS_SYNC): raw sys_enter/sys_exit:",
+        "sync source: O_SYNC/O_DSYNC/RWF_DSYNC writes on ext4: raw ext4_sync_file_enter/exit in the writer (fd from its registers)",
+        "sync source: O_SYNC/O_DSYNC/RWF_DSYNC writes on XFS: raw xfs_file_fsync in the writer, ended by the write's exit (raw sys_exit)",
+        "sync source: io_uring IORING_OP_FSYNC (fdatasync too), IORING_OP_SYNC_FILE_RANGE: raw io_uring_queue_async_work to io_uring_complete; the io-wq worker's writes are the sync's own",
         "sync source: io_uring writes on O_SYNC/O_DSYNC files or with RWF_DSYNC: punted ones from the filesystem's tracepoint in the io-wq worker to io_uring_complete; inline ones from the filesystem's tracepoint in io_uring_enter",
-        "attached: syscalls:sys_exit_io_uring_enter",
+        "attached: raw_tp:sys_enter",
+        "attached: raw_tp:sys_exit",
         "attached: raw_tp:io_uring_complete",
-        "attached: syscalls:sys_exit_pwritev2",
     ] {
         assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
     }
     assert!(!out.contains("not covered: io_uring"), "{out}");
+    // Every probe on a raw tracepoint: nothing needs perf_event_open here.
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("attached: ") && !l.starts_with("attached: raw_tp:")),
+        "{out}"
+    );
 }

@@ -74,7 +74,7 @@ pub enum Command {
     #[command(subcommand)]
     Workload(Workload),
     /// Check the environment and the probes, print what works and what is degraded, and exit.
-    Check,
+    Check(Check),
     /// Run headless and serve Prometheus metrics at http://ADDR/metrics until stopped.
     Serve(Serve),
     /// Build a self-contained HTML report (or one SVG heat map) from a recording; no root.
@@ -82,6 +82,17 @@ pub enum Command {
     /// Show the catalogue of pathologies one at a time on a scratch loop-backed filesystem,
     /// with a caption for each (for a projector). Needs root.
     Demo(Demo),
+}
+
+#[derive(Debug, Args)]
+pub struct Check {
+    /// Also print the verifier's whole log for each program the kernel refused.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Print what the kernel answered the probe plan (BTF, tracefs, privileges) as JSON and
+    /// exit without loading anything: the kernel matrix's fixtures.
+    #[arg(long)]
+    pub facts: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,7 +4,7 @@ use anyhow::{Context as _, Result};
 use clap::Parser as _;
 use iotop_bpf::{
     app,
-    cli::{Cli, Command, Serve},
+    cli::{self, Cli, Command, Serve},
     demo, export, feed, generate, headless, offline,
     pipeline::Pipeline,
     probe::{Probes, privilege},
@@ -40,7 +40,7 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
         Some(Command::Workload(w)) => return workload::run(w),
-        Some(Command::Check) => return check(),
+        Some(Command::Check(args)) => return check(args),
         Some(Command::Serve(args)) => return serve(args),
         // Reads a file: no privileges, no probes.
         Some(Command::Report(args)) => return offline::run(args),
@@ -95,11 +95,40 @@ fn serve(args: &Serve) -> Result<()> {
     })
 }
 
-fn check() -> Result<()> {
+fn check(args: &cli::Check) -> Result<()> {
     let env = privilege::check()?;
+    if args.facts {
+        let facts = iotop_bpf::probe::facts::KernelFacts::gather(
+            env.kernel_release.clone(),
+            env.tracefs.clone(),
+        );
+        // Every question the plan asks is recorded as it is answered: plan every way the
+        // tests will (classic tracepoints forced, perf_event_open refused) to record them all.
+        use iotop_bpf::probe::plan::{self, Options};
+        let mut facts = facts;
+        let access = facts.access.clone();
+        facts.access.perf_event_open = Err("refused, to record the raw-only plan".into());
+        let _ = plan::plan(&facts, Options::default());
+        facts.access = access;
+        let _ = plan::plan(
+            &facts,
+            Options {
+                classic: true,
+                ..Options::default()
+            },
+        );
+        if let Err(e) = plan::plan(&facts, iotop_bpf::probe::options_from_env()) {
+            eprintln!("iotop-bpf: note: the plan fails here: {e}");
+        }
+        println!("{}", facts.to_json());
+        return Ok(());
+    }
     println!("kernel: {}", env.kernel_release);
-    println!("tracefs: {}", env.tracefs.root().display());
-    let probes = Probes::load(&env)?;
+    match &env.tracefs {
+        Ok(tracefs) => println!("tracefs: {}", tracefs.root().display()),
+        Err(why) => println!("tracefs: not used ({why})"),
+    }
+    let probes = Probes::start(&env)?;
     println!("probes: {}", probes.report.mode);
     for tp in &probes.report.attached {
         println!("attached: {tp}");
@@ -115,6 +144,13 @@ fn check() -> Result<()> {
         match &source.status {
             Ok(how) => println!("sync source: {}: {how}", source.name),
             Err(why) => println!("sync source: {}: NOT COVERED: {why}", source.name),
+        }
+    }
+    for (program, log) in &probes.report.refused {
+        if args.verbose {
+            println!("\nverifier log of {program}:\n{log}");
+        } else {
+            println!("refused: {program} (its verifier log: iotop-bpf check --verbose)");
         }
     }
     println!("ok");

@@ -86,7 +86,7 @@ pub struct LiveFeed {
 impl LiveFeed {
     /// Loads and attaches the probes. Must run inside a tokio runtime.
     pub fn start(env: &Environment) -> Result<Self> {
-        let mut probes = Probes::load(env)?;
+        let mut probes = Probes::start(env)?;
         let ProbeMaps {
             events,
             counters,

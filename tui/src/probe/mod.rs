@@ -1,57 +1,62 @@
-//! Loading and attaching the eBPF probes, with field offsets taken from tracefs.
+//! Loading and attaching the eBPF probes as the plan says ([`plan`]), one program at a time:
+//! a program the kernel refuses degrades its part with a one-line reason (the whole
+//! verifier log goes to `iotop-bpf check --verbose`); only the block probes are required.
 
+pub mod access;
 pub mod btf;
-mod dio;
-pub mod durable;
 pub mod episodes;
+pub mod facts;
+pub mod plan;
 pub mod privilege;
-mod raw;
-mod sched;
-mod syscalls;
-mod throttle;
 pub mod tracefs;
+
+use std::collections::HashMap;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
-    programs::{RawTracePoint, TracePoint},
+    programs::{ProgramError, RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
-    blame::{BlameOffsets, GLOBAL_BLAME_OFFSETS},
-    block::{GLOBAL_RAW_OFFSETS, ORIGIN_INSERT, ORIGIN_START, RawOffsets},
-    dio::{
-        DIO_STREAM_ALIGN, DioOffsets, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS, RawDioOffsets,
-    },
+    blame::GLOBAL_BLAME_OFFSETS,
+    block::GLOBAL_RAW_OFFSETS,
+    dio::{DIO_STREAM_ALIGN, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS},
     dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
         LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
     },
-    process::{ExitOffsets, GLOBAL_EXIT_OFFSETS},
-    rwbs::RWBS_READ_LEN,
+    process::GLOBAL_EXIT_OFFSETS,
+    raw::{GLOBAL_FAULT_INJECT, GLOBAL_RAW_LAYOUT, GLOBAL_SYSCALL_TABLE},
     sync::{
-        FileOffsets, GLOBAL_DURABLE_BTF, GLOBAL_DURABLE_OFFSETS, GLOBAL_FILE_OFFSETS,
-        GLOBAL_SYSCALL_OFFSETS, URING_SYNC_SEEN,
+        GLOBAL_DURABLE_BTF, GLOBAL_DURABLE_OFFSETS, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS,
+        URING_SYNC_SEEN,
     },
     throttle::{
         CALL_LATENCY_ON, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT,
-        DIRTY_PAUSES, DirtyOffsets, DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
+        DIRTY_PAUSES, DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
     },
     tracepoint::{
-        ABSENT, FieldOffsets, GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS,
-        GLOBAL_ISSUE_FIELDS, GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN,
-        GLOBAL_WAKEUP_BYTES, WINDOW_LEN, WINDOW_START,
+        GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS, GLOBAL_ISSUE_FIELDS,
+        GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN, GLOBAL_WAKEUP_BYTES,
     },
 };
 
 use self::{
+    facts::{Access, KernelFacts},
+    plan::{Attach, Plan, Step},
     privilege::Environment,
-    tracefs::{EventFormat, Tracefs},
 };
 
 /// The compiled eBPF object, embedded at build time (empty when built with AYA_BUILD_SKIP).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iotop-bpf"));
+
+/// Set to `classic` to force the classic tracepoints (for comparison and tests).
+pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
+
+/// Set to `reject-dstate` (tests) to make the kernel refuse the D-state switch probe.
+pub const FAULT_ENV: &str = "IOTOP_BPF_FAULT";
 
 /// Bytes of unread ring data above which the kernel wakes the reader early (between the
 /// reader's own drain ticks). A quarter of the ring leaves room for bursts while it drains.
@@ -64,7 +69,7 @@ const DSTATE_RECORD_MIN_NS: u64 = 1_000_000;
 /// Which tracepoint each program sits on, and what is degraded on this kernel.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeReport {
-    /// Raw or classic tracepoints for the block and wakeup probes, and why.
+    /// Raw or classic tracepoints for the block probes, and why.
     pub mode: String,
     pub attached: Vec<String>,
     /// Human-readable notes on missing sources, e.g. attribution falling back.
@@ -73,7 +78,9 @@ pub struct ProbeReport {
     /// it on and off (`CALL_LATENCY_ON`).
     pub call_latency: bool,
     /// Every way to make data durable, and how it is traced here or why not.
-    pub sync_sources: Vec<durable::SyncSource>,
+    pub sync_sources: Vec<plan::SyncSource>,
+    /// The verifier's whole log for each program the kernel refused (`check --verbose`).
+    pub refused: Vec<(String, String)>,
 }
 
 /// The loaded probes. Dropping it detaches every program.
@@ -82,7 +89,7 @@ pub struct Probes {
     /// Every attachment, owned here so that they can be detached all at once.
     links: Vec<Box<dyn Send>>,
     /// Loaded, attached only once io_uring syncs show up ([`Probes::attach_for_io_uring_syncs`]).
-    deferred: Vec<Deferred>,
+    deferred: Vec<Step>,
     pub report: ProbeReport,
 }
 
@@ -102,37 +109,95 @@ fn classic_program<'a>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut Trac
         .with_context(|| format!("{program} is not a tracepoint program"))
 }
 
-/// Attaches a loaded raw tracepoint program; the link detaches it when dropped.
-fn attach_raw(
-    raw_tracepoint: &mut RawTracePoint,
-    program: &str,
-    name: &str,
-) -> Result<Box<dyn Send>> {
-    let link = raw_tracepoint
-        .attach(name)
-        .with_context(|| format!("attach {program} to raw tracepoint {name}"))?;
-    Ok(Box::new(raw_tracepoint.take_link(link)?))
+/// Why a program could not be loaded or attached: one line, and the verifier's whole log
+/// where it refused the program.
+struct Refusal {
+    line: String,
+    log: Option<String>,
 }
 
-/// A program attached on demand: the ends of io_uring syncs run on every io_uring completion
-/// (`io_uring_complete`) or `io_uring_enter` exit of the host, ~40 ns each measured, for
-/// nothing until some program makes an io_uring sync.
-enum Deferred {
-    Raw {
-        program: &'static str,
-        name: &'static str,
-    },
-    Classic {
-        program: &'static str,
-        category: &'static str,
-        name: &'static str,
-    },
+/// The verifier's reason in one line: its last line that is not a statistic.
+fn verifier_reason(log: &str) -> Option<&str> {
+    log.lines().rev().map(str::trim).find(|line| {
+        !line.is_empty()
+            && !line.starts_with("verification time")
+            && !line.starts_with("stack depth")
+            && !line.starts_with("processed ")
+            && !line.starts_with(':')
+    })
 }
 
-impl Deferred {
-    fn of_classic(program: &'static str, name: &str) -> bool {
-        program == "uring_complete"
-            || (program == "durable_write_exit" && name == "sys_exit_io_uring_enter")
+impl Refusal {
+    fn of(error: anyhow::Error) -> Self {
+        for cause in error.chain() {
+            if let Some(ProgramError::LoadError {
+                io_error,
+                verifier_log,
+            }) = cause.downcast_ref::<ProgramError>()
+            {
+                let log = verifier_log.to_string();
+                let line = match verifier_reason(&log) {
+                    Some(reason) => format!("the verifier refused it: {reason} ({io_error})"),
+                    None => format!("loading it failed: {io_error}"),
+                };
+                return Self {
+                    line,
+                    log: Some(log),
+                };
+            }
+        }
+        Self {
+            line: format!("{error:#}"),
+            log: None,
+        }
+    }
+}
+
+/// Loads `step`'s program (once per program) and attaches it, unless it is deferred.
+fn load_and_attach(
+    ebpf: &mut Ebpf,
+    step: &Step,
+    loaded: &mut std::collections::HashSet<&'static str>,
+) -> Result<Option<Box<dyn Send>>> {
+    let first = loaded.insert(step.program);
+    match step.attach {
+        Attach::Raw(name) => {
+            let program = raw_program(ebpf, step.program)?;
+            if first {
+                program.load()?;
+            }
+            if step.deferred {
+                return Ok(None);
+            }
+            let link = program
+                .attach(name)
+                .with_context(|| format!("attach to raw tracepoint {name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+        Attach::Classic(category, name) => {
+            let program = classic_program(ebpf, step.program)?;
+            if first {
+                program.load()?;
+            }
+            if step.deferred {
+                return Ok(None);
+            }
+            let link = program
+                .attach(category, name)
+                .with_context(|| format!("attach to tracepoint {category}:{name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+    }
+}
+
+/// The plan's options from the environment.
+pub fn options_from_env() -> plan::Options {
+    plan::Options {
+        classic: std::env::var(MODE_ENV).is_ok_and(|v| v == "classic"),
+        fault: match std::env::var(FAULT_ENV).as_deref() {
+            Ok("reject-dstate") => iotop_bpf_common::raw::FAULT_REJECT_DSTATE,
+            _ => 0,
+        },
     }
 }
 
@@ -163,400 +228,142 @@ pub struct ProbeMaps {
     pub sched_split_on: Array<MapData, u32>,
 }
 
-/// One program and the tracepoint(s) it may attach to, in order of preference.
-struct Attachment {
-    program: &'static str,
-    candidates: &'static [(&'static str, &'static str)],
-    global: &'static str,
-    required: bool,
-}
-
-const START: Attachment = Attachment {
-    program: "block_start",
-    candidates: &[("block", "block_io_start"), ("block", "block_rq_insert")],
-    global: GLOBAL_START_FIELDS,
-    required: false,
-};
-const ISSUE: Attachment = Attachment {
-    program: "block_issue",
-    candidates: &[("block", "block_rq_issue")],
-    global: GLOBAL_ISSUE_FIELDS,
-    required: true,
-};
-const COMPLETE: Attachment = Attachment {
-    program: "block_complete",
-    candidates: &[("block", "block_rq_complete")],
-    global: GLOBAL_COMPLETE_FIELDS,
-    required: true,
-};
-const FRONTMERGE: Attachment = Attachment {
-    program: "block_frontmerge",
-    candidates: &[("block", "block_bio_frontmerge")],
-    global: GLOBAL_FRONTMERGE_FIELDS,
-    required: false,
-};
-const RQ_MERGE: Attachment = Attachment {
-    program: "block_rq_merge",
-    candidates: &[("block", "block_rq_merge")],
-    global: GLOBAL_RQ_MERGE_FIELDS,
-    required: false,
-};
-
 impl Probes {
-    /// Reads the tracepoint layouts, loads the programs with them and attaches them.
-    pub fn load(env: &Environment) -> Result<Self> {
+    /// Asks the kernel what the plan needs, plans, loads and attaches: what `check`, the
+    /// live view and every headless mode start with.
+    pub fn start(env: &Environment) -> Result<Self> {
+        // aya's loader parses the kernel's BTF too when it is made (~15 ms here, more on a
+        // busy host): let it do that on the other core while this one reads ours.
+        let loader = std::thread::spawn(EbpfLoader::new);
+        let facts = KernelFacts::gather(env.kernel_release.clone(), env.tracefs.clone());
+        let plan = plan::plan(&facts, options_from_env()).map_err(|e| anyhow!(e))?;
+        let loader = loader
+            .join()
+            .map_err(|_| anyhow!("preparing the eBPF loader panicked"))?;
+        let mut probes = Self::load(&plan, &facts.access, loader)?;
+        probes
+            .report
+            .degraded
+            .splice(0..0, env.degraded.iter().cloned());
+        Ok(probes)
+    }
+
+    /// Loads and attaches the programs of `plan`, one at a time.
+    pub fn load<'a>(plan: &'a Plan, access: &Access, mut loader: EbpfLoader<'a>) -> Result<Self> {
         if EBPF_OBJECT.is_empty() {
             bail!(
                 "this binary was built without its eBPF object (AYA_BUILD_SKIP was set); build it with `cargo xtask build`"
             );
         }
-        raise_memlock_limit(env.kernel);
-
-        let mut report = ProbeReport {
-            degraded: env.degraded.clone(),
-            ..ProbeReport::default()
-        };
-        let mut plan = Vec::new();
-        let mut offsets = Vec::new();
-        // aya's loader parses the kernel's BTF too when it is made (~15 ms here, more on a
-        // busy host): let it do that on the other core while this one reads ours and tracefs.
-        let loader_thread = std::thread::spawn(EbpfLoader::new);
-        let btf = btf::Btf::from_sys_fs();
-        let raw = raw::plan(&env.tracefs, env.kernel, btf.as_ref());
-        let raw_dio = btf.as_ref().ok().and_then(|btf| raw::dio_offsets(btf).ok());
-        let syscalls = syscalls::plan(&env.tracefs)?;
-        let sync_syscalls: Vec<&str> = syscalls
-            .attach
-            .iter()
-            .filter(|(program, _)| program.starts_with("sync_enter"))
-            .map(|&(_, name)| name.trim_start_matches("sys_enter_"))
-            .collect();
-        let mut durable = durable::plan(
-            &env.tracefs,
-            btf.as_ref(),
-            env.kernel,
-            &syscalls.offsets,
-            &sync_syscalls,
-            &std::fs::read_to_string("/proc/filesystems").unwrap_or_default(),
-        )?;
-        report.sync_sources = std::mem::take(&mut durable.sources);
-        report
-            .degraded
-            .extend(std::mem::take(&mut durable.degraded));
-        let file_offsets = match &btf {
-            Ok(btf) => raw::file_offsets(btf).unwrap_or_else(|e| {
-                report.degraded.push(format!(
-                    "kernel BTF: {e}: synced files are named from /proc only (not for processes that already exited)"
-                ));
-                FileOffsets::ZERO
-            }),
-            Err(e) => {
-                report.degraded.push(format!(
-                    "{e}: synced files are named from /proc only (not for processes that already exited)"
-                ));
-                FileOffsets::ZERO
-            }
-        };
-        let (mut blame, blame_missing) = match (&raw, &btf) {
-            (Ok(_), Ok(btf)) => raw::blame_offsets(btf),
-            (Err(why), _) => (
-                BlameOffsets::OFF,
-                vec![format!(
-                    "classic tracepoints ({why}): requests have no cgroup, write-back is charged to the flusher, and queue time is not split at the scheduler (G2I/I2D)"
-                )],
-            ),
-            (Ok(_), Err(why)) => (BlameOffsets::OFF, vec![why.clone()]),
-        };
-        report.degraded.extend(blame_missing);
-        // Checked now (the BTF goes below); used only if the raw begin probe is planned.
-        let call_latency = throttle::call_latency(
-            btf.as_ref(),
-            raw_dio.is_some() && file_offsets != FileOffsets::ZERO,
-        );
-        drop(btf);
-        report.mode = match &raw {
-            Ok(_) => "raw tracepoints, kernel objects read at BTF offsets".to_string(),
-            Err(why) => format!("classic tracepoints ({why})"),
-        };
-        let classic_block: &[&Attachment] = if raw.is_ok() {
-            &[]
-        } else {
-            &[&START, &ISSUE, &COMPLETE, &FRONTMERGE, &RQ_MERGE]
-        };
-        for &attachment in classic_block {
-            match find_tracepoint(&env.tracefs, attachment)? {
-                Some((category, name, format)) => {
-                    offsets.push((attachment.global, field_offsets(&format)?));
-                    plan.push((attachment.program, category, name));
-                }
-                None if attachment.required => bail!(
-                    "tracepoint {} is missing from this kernel ({}); iotop-bpf needs it",
-                    attachment.candidates.iter().map(|(c, n)| format!("{c}:{n}")).collect::<Vec<_>>().join(" or "),
-                    env.kernel_release
-                ),
-                None => report.degraded.push(match attachment.program {
-                    "block_start" => "no block_io_start or block_rq_insert tracepoint: I/O is attributed to the task that issued it (may be a kworker), and queue time is 0".to_string(),
-                    other => format!("{other}: tracepoint missing, merged requests may be counted as unpaired"),
-                }),
-            }
-        }
-        let start_origin = match plan.iter().find(|(program, ..)| *program == START.program) {
-            Some((_, _, "block_rq_insert")) => {
-                report.degraded.push(
-                    "block_io_start is missing (kernel < 6.5): requests issued without an I/O scheduler are attributed when issued".to_string(),
-                );
-                ORIGIN_INSERT
-            }
-            _ => ORIGIN_START,
-        };
-
-        report.degraded.extend(syscalls.degraded.iter().cloned());
-        plan.extend(
-            syscalls
-                .attach
-                .iter()
-                .map(|&(program, name)| (program, "syscalls", name)),
-        );
-        plan.extend(durable.attach.iter().copied());
-
-        let mut raw_plan: Vec<(&str, &str)> = Vec::new();
-        let mut raw_begin = false;
-        let dio_offsets = match dio::plan(&env.tracefs)? {
-            // The raw tracepoint reads the call from the kiocb itself (and names the file);
-            // it needs the file offsets too.
-            Ok(offsets) if raw_dio.is_some() && file_offsets != FileOffsets::ZERO => {
-                raw_plan.push(("raw_dio_begin", "iomap_dio_rw_begin"));
-                raw_begin = true;
-                offsets
-            }
-            Ok(offsets) => {
-                plan.push(("dio_begin", "iomap", "iomap_dio_rw_begin"));
-                offsets
-            }
-            Err(why) => {
-                report.degraded.push(why);
-                DioOffsets::ABSENT
-            }
-        };
-        // Direct I/O call latency: the begin probe notes calls only when their completion is
-        // attached too.
-        let call_latency_on = match call_latency {
-            Ok(()) if raw_begin => {
-                raw_plan.push(("raw_dio_complete", "iomap_dio_complete"));
-                report.call_latency = true;
-                1u8
-            }
-            Ok(()) => {
-                report.degraded.push(
-                    "direct I/O call latency (the wait before the request) is not measured: it needs the raw iomap_dio_rw_begin tracepoint".to_string(),
-                );
-                0
-            }
-            Err(why) => {
-                report.degraded.push(why);
-                0
-            }
-        };
-        let dirty_offsets = match throttle::dirty(&env.tracefs)? {
-            Ok(offsets) => {
-                plan.push(("dirty_pause", "writeback", "balance_dirty_pages"));
-                offsets
-            }
-            Err(why) => {
-                report.degraded.push(why);
-                DirtyOffsets::ABSENT
-            }
-        };
-        let exit_offsets = match env.tracefs.format("sched", "sched_process_exit")? {
-            Some(format) => {
-                plan.push(("process_exit", "sched", "sched_process_exit"));
-                ExitOffsets {
-                    group_dead: format
-                        .field("group_dead")
-                        .filter(|f| f.size == 1)
-                        .map_or(ABSENT, |f| f.offset),
-                    _pad: 0,
-                }
-            }
-            None => {
-                report.degraded.push(
-                    "no sched:sched_process_exit tracepoint: exited processes are forgotten after 10 idle minutes"
-                        .to_string(),
-                );
-                ExitOffsets::ABSENT
-            }
-        };
-        let sched = sched::plan(&env.tracefs, env.kernel)?;
-        report.degraded.extend(sched.degraded.iter().cloned());
-        if raw.is_ok() {
-            raw_plan.extend([
-                ("raw_block_start", "block_io_start"),
-                ("raw_block_issue", "block_rq_issue"),
-                ("raw_block_complete", "block_rq_complete"),
-                ("raw_block_rq_merge", "block_rq_merge"),
-                // btt's G2I / I2D split: fires only for requests that go through an I/O
-                // scheduler (or wait for a busy driver), so it costs nothing without one.
-                ("raw_block_insert", "block_rq_insert"),
-            ]);
-        }
-        for &(program, name) in &sched.classic {
-            if raw.is_ok() && program == "dstate_wakeup" {
-                raw_plan.push(("raw_dstate_wakeup", "sched_wakeup"));
-            } else {
-                plan.push((program, "sched", name));
-            }
-        }
-        if sched.raw_switch {
-            raw_plan.push(("dstate_switch_raw", "sched_switch"));
-        }
-        if blame.writeback != 0 {
-            if matches!(
-                env.tracefs.format("writeback", "writeback_dirty_folio"),
-                Ok(Some(_))
-            ) {
-                raw_plan.push(("blame_dirty_folio", "writeback_dirty_folio"));
-            } else {
-                blame.writeback = 0;
-                report.degraded.push(
-                    "no writeback:writeback_dirty_folio tracepoint: write-back is charged to the flusher, not to the process that dirtied the pages"
-                        .to_string(),
-                );
-            }
-        }
-
-        let mut loader = loader_thread
-            .join()
-            .map_err(|_| anyhow!("preparing the eBPF loader panicked"))?;
-        for (global, fields) in &offsets {
-            loader.override_global(global, fields, true);
-        }
-        loader.override_global(GLOBAL_SCHED_OFFSETS, &sched.offsets, true);
-        loader.override_global(GLOBAL_DIO_OFFSETS, &dio_offsets, true);
-        loader.override_global(GLOBAL_EXIT_OFFSETS, &exit_offsets, true);
+        access::raise_memlock(access).map_err(|e| anyhow!(e))?;
+        let g = &plan.globals;
+        loader.override_global(GLOBAL_START_FIELDS, &g.start_fields, true);
+        loader.override_global(GLOBAL_ISSUE_FIELDS, &g.issue_fields, true);
+        loader.override_global(GLOBAL_COMPLETE_FIELDS, &g.complete_fields, true);
+        loader.override_global(GLOBAL_FRONTMERGE_FIELDS, &g.frontmerge_fields, true);
+        loader.override_global(GLOBAL_RQ_MERGE_FIELDS, &g.rq_merge_fields, true);
+        loader.override_global(GLOBAL_SCHED_OFFSETS, &g.sched, true);
+        loader.override_global(GLOBAL_DIO_OFFSETS, &g.dio, true);
+        loader.override_global(GLOBAL_EXIT_OFFSETS, &g.exit, true);
         loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
-        loader.override_global(GLOBAL_SYSCALL_OFFSETS, &syscalls.offsets, true);
-        loader.override_global(GLOBAL_FILE_OFFSETS, &file_offsets, true);
-        loader.override_global(GLOBAL_DURABLE_OFFSETS, &durable.offsets, true);
-        loader.override_global(GLOBAL_DURABLE_BTF, &durable.btf, true);
-        let raw_dio = raw_dio.unwrap_or(RawDioOffsets::ZERO);
-        loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &raw_dio, true);
-        loader.override_global(GLOBAL_DIO_CALL_LATENCY, &call_latency_on, true);
-        loader.override_global(GLOBAL_DIRTY_OFFSETS, &dirty_offsets, true);
-        loader.override_global(GLOBAL_START_ORIGIN, &start_origin, true);
-        loader.override_global(GLOBAL_BLAME_OFFSETS, &blame, true);
+        loader.override_global(GLOBAL_SYSCALL_OFFSETS, &g.syscalls, true);
+        loader.override_global(GLOBAL_FILE_OFFSETS, &g.files, true);
+        loader.override_global(GLOBAL_DURABLE_OFFSETS, &g.durable, true);
+        loader.override_global(GLOBAL_DURABLE_BTF, &g.durable_btf, true);
+        loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &g.raw_dio, true);
+        loader.override_global(GLOBAL_DIO_CALL_LATENCY, &g.dio_call_latency, true);
+        loader.override_global(GLOBAL_DIRTY_OFFSETS, &g.dirty, true);
+        loader.override_global(GLOBAL_START_ORIGIN, &g.start_origin, true);
+        loader.override_global(GLOBAL_BLAME_OFFSETS, &g.blame, true);
         loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
-        loader.override_global(
-            GLOBAL_RAW_OFFSETS,
-            raw.as_ref().unwrap_or(&RawOffsets::ZERO),
-            true,
-        );
+        loader.override_global(GLOBAL_RAW_OFFSETS, &g.raw_offsets, true);
+        loader.override_global(GLOBAL_RAW_LAYOUT, &g.raw_layout, true);
+        loader.override_global(GLOBAL_SYSCALL_TABLE, &g.syscall_table, true);
+        loader.override_global(GLOBAL_FAULT_INJECT, &g.fault, true);
         let mut ebpf = loader
             .load(EBPF_OBJECT)
-            .context("load the eBPF object into the kernel")?;
+            .context("create the eBPF maps (load the object into the kernel)")?;
 
+        let mut report = ProbeReport {
+            mode: plan.mode.clone(),
+            degraded: plan.notes.clone(),
+            call_latency: plan.call_latency,
+            sync_sources: plan.sync_sources.clone(),
+            ..ProbeReport::default()
+        };
         let mut loaded = std::collections::HashSet::new();
         let mut links: Vec<Box<dyn Send>> = Vec::new();
-        let optional: std::collections::HashSet<&str> = durable
-            .attach
-            .iter()
-            .map(|(program, ..)| *program)
-            .collect();
-        let mut failed: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
-        // Raw ones of the durable probes first: the classic programs whose calls they end
-        // are attached only if they were.
         let mut deferred = Vec::new();
-        for &(program, name) in &durable.raw_attach {
-            let mut attach = || -> Result<()> {
-                let raw_tracepoint = raw_program(&mut ebpf, program)?;
-                raw_tracepoint
-                    .load()
-                    .with_context(|| format!("load program {program} (verifier)"))?;
-                if program == "raw_uring_complete" {
-                    deferred.push(Deferred::Raw { program, name });
-                    return Ok(());
-                }
-                links.push(attach_raw(raw_tracepoint, program, name)?);
-                Ok(())
-            };
-            match attach() {
-                Ok(()) if program == "raw_uring_complete" => report
-                    .attached
-                    .push(format!("raw_tp:{name} (from the first io_uring sync)")),
-                Ok(()) => report.attached.push(format!("raw_tp:{name}")),
-                Err(e) => {
-                    failed.insert(program, format!("{e:#}"));
-                }
-            }
-        }
-        for (program, category, name) in plan {
-            if failed.contains_key(program) {
+        // Each program refused, once, with the first attach point it was meant for.
+        let mut refused: Vec<(&Step, String)> = Vec::new();
+        let mut failed: HashMap<&str, String> = HashMap::new();
+        for step in &plan.steps {
+            if let Some(reason) = failed.get(step.program) {
+                let reason = reason.clone();
+                failed.insert(step.program, reason);
                 continue;
             }
-            if let Some(end) = durable.ended_by(program)
-                && failed.contains_key(end)
+            if let Some(first) = step.after
+                && failed.contains_key(first)
             {
-                failed.insert(program, format!("{end} is not attached"));
+                let reason = format!("{first} is not attached");
+                refused.push((step, reason.clone()));
+                failed.insert(step.program, reason);
                 continue;
             }
-            let mut attach = || -> Result<()> {
-                let tracepoint = classic_program(&mut ebpf, program)?;
-                // One program may serve several tracepoints: load it once, attach it to each.
-                if loaded.insert(program) {
-                    tracepoint
-                        .load()
-                        .with_context(|| format!("load program {program} (verifier)"))?;
+            match load_and_attach(&mut ebpf, step, &mut loaded) {
+                Ok(Some(link)) => {
+                    links.push(link);
+                    report.attached.push(step.attach.to_string());
                 }
-                if Deferred::of_classic(program, name) {
-                    deferred.push(Deferred::Classic {
-                        program,
-                        category,
-                        name,
-                    });
-                    return Ok(());
+                Ok(None) => {
+                    report
+                        .attached
+                        .push(format!("{} (from the first io_uring sync)", step.attach));
+                    deferred.push(step.clone());
                 }
-                let link = tracepoint
-                    .attach(category, name)
-                    .with_context(|| format!("attach {program} to tracepoint {category}:{name}"))?;
-                links.push(Box::new(tracepoint.take_link(link)?));
-                Ok(())
-            };
-            match attach() {
-                Ok(()) if Deferred::of_classic(program, name) => report
-                    .attached
-                    .push(format!("{category}:{name} (from the first io_uring sync)")),
-                Ok(()) => report.attached.push(format!("{category}:{name}")),
-                // The probes of synced writes and io_uring syncs are extras: without them the
-                // sync system calls are still traced.
-                Err(e) if optional.contains(program) => {
-                    failed.insert(program, format!("{e:#}"));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        for (program, why) in &failed {
-            report
-                .degraded
-                .push(format!("{program}: not attached ({why})"));
-            let affected: &[&str] = match *program {
-                "durable_ext4_enter" | "durable_ext4_exit" => &["on ext4"],
-                "durable_xfs" => &["on XFS"],
-                "durable_btrfs" => &["on btrfs"],
-                "durable_write_exit" => &["on XFS", "on btrfs"],
-                _ => &["io_uring"],
-            };
-            for source in &mut report.sync_sources {
-                if affected.iter().any(|a| source.name.contains(a)) && source.status.is_ok() {
-                    source.status = Err(format!("{program} not attached: {why}"));
+                Err(e) => {
+                    let refusal = Refusal::of(e);
+                    if step.required {
+                        bail!(
+                            "{} ({}) could not be used, and iotop-bpf needs it: {}{}",
+                            step.program,
+                            step.attach,
+                            refusal.line,
+                            if refusal.log.is_some() {
+                                "; the verifier's log: `iotop-bpf check --verbose`"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    if let Some(log) = refusal.log {
+                        report.refused.push((step.program.to_string(), log));
+                    }
+                    refused.push((step, refusal.line.clone()));
+                    failed.insert(step.program, refusal.line);
                 }
             }
         }
-        for (program, name) in raw_plan {
-            let raw_tracepoint = raw_program(&mut ebpf, program)?;
-            raw_tracepoint
-                .load()
-                .with_context(|| format!("load program {program} (verifier)"))?;
-            links.push(attach_raw(raw_tracepoint, program, name)?);
-            report.attached.push(format!("raw_tp:{name}"));
+        for (step, reason) in &refused {
+            report.degraded.push(format!(
+                "{}: {} ({}) not attached: {reason}",
+                step.part.loss(),
+                step.program,
+                step.attach
+            ));
+        }
+        for source in &mut report.sync_sources {
+            if source.status.is_err() {
+                continue;
+            }
+            if let Some((program, why)) = source
+                .programs
+                .iter()
+                .find_map(|p| failed.get(p).map(|why| (p, why)))
+            {
+                source.status = Err(format!("{program} not attached: {why}"));
+            }
         }
         Ok(Self {
             ebpf,
@@ -582,24 +389,24 @@ impl Probes {
         if seen == 0 {
             return Ok(false);
         }
-        for deferred in std::mem::take(&mut self.deferred) {
-            match deferred {
-                Deferred::Raw { program, name } => {
-                    let raw_tracepoint = raw_program(&mut self.ebpf, program)?;
-                    self.links.push(attach_raw(raw_tracepoint, program, name)?);
-                }
-                Deferred::Classic {
-                    program,
-                    category,
-                    name,
-                } => {
-                    let tracepoint = classic_program(&mut self.ebpf, program)?;
-                    let link = tracepoint.attach(category, name).with_context(|| {
-                        format!("attach {program} to tracepoint {category}:{name}")
+        for step in std::mem::take(&mut self.deferred) {
+            let link: Box<dyn Send> = match step.attach {
+                Attach::Raw(name) => {
+                    let program = raw_program(&mut self.ebpf, step.program)?;
+                    let link = program.attach(name).with_context(|| {
+                        format!("attach {} to raw tracepoint {name}", step.program)
                     })?;
-                    self.links.push(Box::new(tracepoint.take_link(link)?));
+                    Box::new(program.take_link(link)?)
                 }
-            }
+                Attach::Classic(category, name) => {
+                    let program = classic_program(&mut self.ebpf, step.program)?;
+                    let link = program.attach(category, name).with_context(|| {
+                        format!("attach {} to tracepoint {category}:{name}", step.program)
+                    })?;
+                    Box::new(program.take_link(link)?)
+                }
+            };
+            self.links.push(link);
         }
         Ok(true)
     }
@@ -693,144 +500,5 @@ impl Drop for Probes {
                 unsafe { libc::close(pipe[0]) };
             }
         }
-    }
-}
-
-fn find_tracepoint(
-    tracefs: &Tracefs,
-    attachment: &Attachment,
-) -> Result<Option<(&'static str, &'static str, EventFormat)>> {
-    for &(category, name) in attachment.candidates {
-        if let Some(format) = tracefs.format(category, name)? {
-            return Ok(Some((category, name, format)));
-        }
-    }
-    Ok(None)
-}
-
-/// The offsets of the fields the probes read, checked for the sizes the probes assume.
-pub fn field_offsets(format: &EventFormat) -> Result<FieldOffsets> {
-    let find = |name: &str, sizes: &[u32]| -> Result<u32> {
-        let window = WINDOW_START..WINDOW_START + WINDOW_LEN;
-        match format.field(name) {
-            None => Ok(ABSENT),
-            Some(field)
-                if !window.contains(&(field.offset as usize))
-                    || field.offset as usize + field.size.min(RWBS_READ_LEN as u32) as usize
-                        > window.end =>
-            {
-                bail!(
-                    "tracepoint {}: field {name} at offset {} lies outside the bytes the probes read ({window:?})",
-                    format.name,
-                    field.offset
-                )
-            }
-            Some(field) if name == "rwbs" && field.size as usize >= RWBS_READ_LEN => {
-                Ok(field.offset)
-            }
-            // Numbers are read with single aligned loads: refuse a layout that misaligns them.
-            Some(field) if sizes.contains(&field.size) && field.offset % field.size == 0 => {
-                Ok(field.offset)
-            }
-            Some(field) if sizes.contains(&field.size) => bail!(
-                "tracepoint {}: field {name} at offset {} is not {}-byte aligned",
-                format.name,
-                field.offset,
-                field.size
-            ),
-            Some(field) => bail!(
-                "tracepoint {}: field {name} is {} bytes, expected {sizes:?}",
-                format.name,
-                field.size
-            ),
-        }
-    };
-    let offsets = FieldOffsets {
-        dev: find("dev", &[4])?,
-        sector: find("sector", &[8])?,
-        nr_sector: find("nr_sector", &[4])?,
-        bytes: find("bytes", &[4])?,
-        error: find("error", &[4])?,
-        rwbs: find("rwbs", &[])?,
-    };
-    if offsets.dev == ABSENT || offsets.sector == ABSENT {
-        bail!("tracepoint {} has no dev/sector fields", format.name);
-    }
-    Ok(offsets)
-}
-
-/// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones to the memory cgroup.
-/// Raising the limit can fail without CAP_SYS_RESOURCE, which only matters on old kernels.
-fn raise_memlock_limit(kernel: (u32, u32)) {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: setrlimit reads a valid rlimit struct.
-    let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
-    if rc != 0 && kernel < (5, 11) {
-        eprintln!(
-            "iotop-bpf: warning: cannot raise RLIMIT_MEMLOCK ({}); loading may fail on this kernel",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{tracefs::parse_format, *};
-
-    fn fixture(kernel: &str, event: &str) -> EventFormat {
-        let path = format!(
-            "{}/tests/data/tracefs/{kernel}/{event}.format",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        parse_format(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn offsets_follow_the_kernel() {
-        let new = field_offsets(&fixture("6.18", "block_rq_complete")).unwrap();
-        assert_eq!(
-            new,
-            FieldOffsets {
-                dev: 8,
-                sector: 16,
-                nr_sector: 24,
-                bytes: ABSENT,
-                error: 28,
-                rwbs: 34
-            }
-        );
-        let old = field_offsets(&fixture("6.5", "block_rq_complete")).unwrap();
-        assert_eq!(old.rwbs, 32);
-        let issue = field_offsets(&fixture("6.18", "block_rq_issue")).unwrap();
-        assert_eq!((issue.bytes, issue.error), (28, ABSENT));
-        let start = field_offsets(&fixture("6.18", "block_io_start")).unwrap();
-        assert_eq!((start.dev, start.sector), (8, 16));
-    }
-
-    #[test]
-    fn unexpected_field_sizes_are_refused() {
-        let mut format = fixture("6.18", "block_rq_complete");
-        format
-            .fields
-            .iter_mut()
-            .find(|f| f.name == "sector")
-            .unwrap()
-            .size = 4;
-        let err = field_offsets(&format).unwrap_err().to_string();
-        assert!(err.contains("sector is 4 bytes"), "{err}");
-        format.fields.retain(|f| f.name != "sector");
-        assert!(field_offsets(&format).is_err());
-        let mut moved = fixture("6.18", "block_rq_complete");
-        moved
-            .fields
-            .iter_mut()
-            .find(|f| f.name == "rwbs")
-            .unwrap()
-            .offset = 70;
-        let err = field_offsets(&moved).unwrap_err().to_string();
-        assert!(err.contains("outside the bytes the probes read"), "{err}");
     }
 }

@@ -1,21 +1,25 @@
-//! The environment check that runs before anything is loaded: privileges, kernel version,
-//! tracefs. Every missing piece is named in one message, capabilities by name.
+//! The environment check that runs before anything is loaded: privileges and tracefs.
+//! Every missing piece is named in one message, capabilities by name. Whether the kernel can
+//! run the probes is the plan's to decide, from its BTF (`plan.rs`), not from a version.
 //!
 //! What each capability is for (README, Requirements):
 //!
 //! - `CAP_BPF`: create maps, load programs;
-//! - `CAP_PERFMON`: attach tracing programs (`perf_event_open`), read kernel memory from them,
-//!   take stack traces;
-//! - `CAP_DAC_READ_SEARCH`: read tracefs `format` and `id` files when tracefs is mode 0700
-//!   (recent kernels); also to enter other users' `/proc/PID/fd`;
+//! - `CAP_PERFMON`: load tracing programs, read kernel memory from them, take stack traces
+//!   (raw tracepoints need nothing more to attach);
+//! - `CAP_SYS_RESOURCE`: raise RLIMIT_MEMLOCK where BPF memory is charged to it (kernels
+//!   before 5.11);
+//! - `CAP_DAC_READ_SEARCH`: read tracefs (mode 0700 on recent kernels), which only the
+//!   classic-tracepoint fallbacks need; also to enter other users' `/proc/PID/fd`;
 //! - `CAP_SYS_PTRACE`: read the links in other users' `/proc/PID/fd` (which file a process
 //!   synced) and their `/proc/PID/wchan`;
 //! - `CAP_SYSLOG`: see kernel addresses in /proc/kallsyms when `kernel.kptr_restrict` >= 1
 //!   or `kernel.perf_event_paranoid` >= 2 (D-state wait sites as function names);
-//! - `CAP_SYS_ADMIN` (root) grants the first two, mounts tracefs if it is not mounted, and
+//! - `CAP_SYS_ADMIN` (root) grants the first two, mounts tracefs if it is not mounted, lets
+//!   classic tracepoints attach where `kernel.perf_event_paranoid` > 2 (Debian, Ubuntu), and
 //!   reads `/proc/PID/stack` of threads already in D at start.
 //!
-//! The first three are required; without the others a feature degrades, with a note.
+//! The first two are required; without the others a feature degrades, with a note.
 
 use std::fmt;
 
@@ -29,15 +33,13 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_SYSLOG: u32 = 34;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
-/// BPF ring buffers, CAP_BPF and CAP_PERFMON all arrived in 5.8.
-const MIN_KERNEL: (u32, u32) = (5, 8);
 
 /// What the check found usable.
 #[derive(Clone, Debug)]
 pub struct Environment {
     pub kernel_release: String,
-    pub kernel: (u32, u32),
-    pub tracefs: Tracefs,
+    /// tracefs, or why it cannot be read (only the classic-tracepoint fallbacks need it).
+    pub tracefs: Result<Tracefs, String>,
     /// Features that work less well for lack of a capability, each naming it (shown with
     /// the probes' notes).
     pub degraded: Vec<String>,
@@ -122,57 +124,31 @@ fn check_with(
     caps: Caps,
     tracefs: impl FnOnce(bool) -> Result<Tracefs, TracefsError>,
 ) -> Result<Environment, EnvironmentError> {
-    let mut problems = Vec::new();
-    let mut missing = caps.missing_for_probes();
-    let tracefs = match tracefs(caps.has(CAP_SYS_ADMIN)) {
-        Ok(tracefs) => Some(tracefs),
-        Err(TracefsError::Unreadable { .. }) if !caps.reads_any_file() => {
-            missing.push("CAP_DAC_READ_SEARCH");
-            None
-        }
-        // Without the probe capabilities, mounting is moot: report only those.
-        Err(TracefsError::NotMountedNoPrivilege) if !missing.is_empty() => None,
-        Err(e) => {
-            problems.push(e.to_string());
-            None
-        }
-    };
+    let missing = caps.missing_for_probes();
     if !missing.is_empty() {
-        let tracefs_closed = missing.contains(&"CAP_DAC_READ_SEARCH");
-        problems.insert(
-            0,
-            format!(
-                "needs root, or the capabilities CAP_BPF, CAP_PERFMON{} to load eBPF probes (missing: {}): run it as `sudo iotop-bpf`, or see the README's Requirements for the capability set",
-                if tracefs_closed {
-                    " and CAP_DAC_READ_SEARCH (tracefs is readable by root only here)"
-                } else {
-                    ""
-                },
+        return Err(EnvironmentError {
+            problems: vec![format!(
+                "needs root, or the capabilities CAP_BPF and CAP_PERFMON to load eBPF probes (missing: {}): run it as `sudo iotop-bpf`, or see the README's Requirements for the capability set",
                 missing.join(", ")
-            ),
-        );
+            )],
+        });
     }
-
-    let release = kernel_release();
-    let kernel = parse_kernel_version(&release);
-    match kernel {
-        Some(version) if version >= MIN_KERNEL => {}
-        Some((major, minor)) => problems.push(format!(
-            "needs Linux {}.{} or newer for BPF ring buffers; this is {major}.{minor} ({release})",
-            MIN_KERNEL.0, MIN_KERNEL.1
-        )),
-        None => problems.push(format!("cannot tell the kernel version from {release:?}")),
+    let mut degraded = caps.degraded();
+    // Raw tracepoints need no tracefs: its absence only rules out the classic fallbacks.
+    let tracefs = tracefs(caps.has(CAP_SYS_ADMIN)).map_err(|e| match e {
+        TracefsError::Unreadable { .. } if !caps.reads_any_file() => format!(
+            "{e}; without it only the classic-tracepoint fallbacks are lost (grant CAP_DAC_READ_SEARCH for them)"
+        ),
+        e => e.to_string(),
+    });
+    if let Err(why) = &tracefs {
+        degraded.push(format!("tracefs: {why}"));
     }
-
-    match (tracefs, kernel) {
-        (Some(tracefs), Some(kernel)) if problems.is_empty() => Ok(Environment {
-            kernel_release: release,
-            kernel,
-            tracefs,
-            degraded: caps.degraded(),
-        }),
-        _ => Err(EnvironmentError { problems }),
-    }
+    Ok(Environment {
+        kernel_release: kernel_release(),
+        tracefs,
+        degraded,
+    })
 }
 
 /// The `CapEff:` mask of a `/proc/<pid>/status` text.
@@ -190,26 +166,9 @@ fn kernel_release() -> String {
         .unwrap_or_default()
 }
 
-/// `6.18.44-fc-v657` -> `(6, 18)`.
-fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_versions() {
-        assert_eq!(parse_kernel_version("6.18.44-fc-v657"), Some((6, 18)));
-        assert_eq!(parse_kernel_version("5.8.0"), Some((5, 8)));
-        assert_eq!(parse_kernel_version("4.19"), Some((4, 19)));
-        assert_eq!(parse_kernel_version(""), None);
-        assert_eq!(parse_kernel_version("x"), None);
-    }
 
     fn caps(names: &[u32]) -> Caps {
         Caps(names.iter().fold(0, |mask, cap| mask | (1 << cap)))
@@ -245,45 +204,50 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_tracefs_names_cap_dac_read_search_not_a_missing_mount() {
-        let err = check_with(caps(&[CAP_BPF, CAP_PERFMON]), |_| closed()).unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("missing: CAP_DAC_READ_SEARCH"), "{text}");
-        assert!(!text.contains("not mounted"), "{text}");
-        // Nothing at all: every capability is named, and the way out.
+    fn a_closed_tracefs_costs_only_the_classic_fallbacks() {
+        let env = check_with(caps(&[CAP_BPF, CAP_PERFMON]), |_| closed()).unwrap();
+        let why = env.tracefs.unwrap_err();
+        assert!(
+            why.contains("CAP_DAC_READ_SEARCH") && why.contains("classic"),
+            "{why}"
+        );
+        assert!(
+            env.degraded.iter().any(|d| d.starts_with("tracefs: ")),
+            "{:?}",
+            env.degraded
+        );
+        // Nothing at all: the probe capabilities are named, and the way out.
         let text = check_with(caps(&[]), |_| closed()).unwrap_err().to_string();
         assert!(
-            text.contains("missing: CAP_BPF, CAP_PERFMON, CAP_DAC_READ_SEARCH")
+            text.contains("missing: CAP_BPF, CAP_PERFMON")
                 && text.contains("needs root")
                 && text.contains("sudo iotop-bpf"),
             "{text}"
         );
-        // A readable tracefs: the two probe capabilities suffice.
+        // A readable tracefs, no CAP_SYS_ADMIN: it is not mounted over.
         let open = |may_mount: bool| {
             assert!(!may_mount, "no CAP_SYS_ADMIN, no mount");
             Ok(Tracefs::at("/sys/kernel/tracing"))
         };
-        let env = check_with(caps(&[CAP_BPF, CAP_PERFMON]), open);
-        if parse_kernel_version(&kernel_release()).is_some_and(|v| v >= MIN_KERNEL) {
-            let env = env.unwrap();
-            assert!(
-                env.degraded
-                    .iter()
-                    .any(|n| n.starts_with("no CAP_SYS_PTRACE or CAP_DAC_READ_SEARCH:")),
-                "{:?}",
-                env.degraded
-            );
-        }
-        // Not mounted, and no CAP_SYS_ADMIN to mount it: say so.
-        let text = check_with(caps(&[CAP_BPF, CAP_PERFMON]), |may_mount| {
+        let env = check_with(caps(&[CAP_BPF, CAP_PERFMON]), open).unwrap();
+        assert!(env.tracefs.is_ok());
+        assert!(
+            env.degraded
+                .iter()
+                .any(|n| n.starts_with("no CAP_SYS_PTRACE or CAP_DAC_READ_SEARCH:")),
+            "{:?}",
+            env.degraded
+        );
+        // Not mounted, and no CAP_SYS_ADMIN to mount it: said, not fatal.
+        let env = check_with(caps(&[CAP_BPF, CAP_PERFMON]), |may_mount| {
             assert!(!may_mount);
             Err(TracefsError::NotMountedNoPrivilege)
         })
-        .unwrap_err()
-        .to_string();
+        .unwrap();
+        let why = env.tracefs.unwrap_err();
         assert!(
-            text.contains("CAP_SYS_ADMIN") && text.contains("mount -t tracefs"),
-            "{text}"
+            why.contains("CAP_SYS_ADMIN") && why.contains("mount -t tracefs"),
+            "{why}"
         );
         // The documented set loses nothing but what needs root.
         let documented = caps(&[

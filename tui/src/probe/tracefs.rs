@@ -38,7 +38,7 @@ pub enum TracefsError {
 }
 
 /// One field of a tracepoint record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Field {
     pub name: String,
     /// The C declaration without the name, e.g. `char[10]`, `dev_t`, `__data_loc char[]`.
@@ -49,7 +49,7 @@ pub struct Field {
 }
 
 /// A parsed `events/<category>/<name>/format` file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EventFormat {
     pub name: String,
     pub id: u32,

@@ -1,0 +1,159 @@
+//! What this process may do here, found by trying rather than by reading a version:
+//! whether `perf_event_open` of a tracepoint works (classic tracepoints need it; Debian and
+//! Ubuntu refuse it without CAP_SYS_ADMIN when `kernel.perf_event_paranoid` is above 2), and
+//! whether BPF memory is charged to RLIMIT_MEMLOCK (kernels before 5.11) or to the memory
+//! cgroup.
+
+use std::io;
+
+use super::{
+    facts::{Access, CAP_SYS_RESOURCE, Memlock},
+    tracefs::Tracefs,
+};
+
+pub fn probe(tracefs: Option<&Tracefs>) -> Access {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let (memlock, memlock_hard) = memlock();
+    Access {
+        caps,
+        perf_event_paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+        perf_event_open: perf_event_open(tracefs),
+        memlock,
+        memlock_hard,
+    }
+}
+
+/// Opens (and closes) a perf event on a tracepoint the way a classic tracepoint program is
+/// attached: every CPU's tasks, CPU 0.
+fn perf_event_open(tracefs: Option<&Tracefs>) -> Result<(), String> {
+    let tracefs = tracefs.ok_or("tracefs is not readable here")?;
+    let id = tracefs
+        .format("sched", "sched_process_exit")
+        .ok()
+        .flatten()
+        .ok_or("no sched:sched_process_exit tracepoint to try it on")?
+        .id;
+    // struct perf_event_attr, its first version (64 bytes): type, size, config,
+    // sample_period, sample_type, read_format, flags, wakeup_events, bp_type, config1.
+    let mut attr = [0u8; 64];
+    attr[0..4].copy_from_slice(&2u32.to_ne_bytes()); // PERF_TYPE_TRACEPOINT
+    attr[4..8].copy_from_slice(&64u32.to_ne_bytes());
+    attr[8..16].copy_from_slice(&u64::from(id).to_ne_bytes());
+    attr[48..52].copy_from_slice(&1u32.to_ne_bytes()); // wakeup_events
+    // SAFETY: a valid attr buffer of the size it declares; the fd is closed below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            -1i32,
+            0i32,
+            -1i32,
+            libc::c_ulong::from(8u32), // PERF_FLAG_FD_CLOEXEC
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error().to_string());
+    }
+    // SAFETY: our own fd.
+    unsafe { libc::close(fd as i32) };
+    Ok(())
+}
+
+/// Creates a one-entry BPF array; the fd, or the error.
+fn create_map() -> io::Result<()> {
+    // union bpf_attr for BPF_MAP_CREATE: map_type, key_size, value_size, max_entries,
+    // map_flags (a shorter attr is accepted: the kernel zero-fills the rest).
+    let attr: [u32; 5] = [2, 4, 8, 1, 0]; // BPF_MAP_TYPE_ARRAY
+    // SAFETY: a valid attr buffer of the size passed; the fd is closed below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            0i32, // BPF_MAP_CREATE
+            attr.as_ptr(),
+            std::mem::size_of_val(&attr) as u32,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: our own fd.
+    unsafe { libc::close(fd as i32) };
+    Ok(())
+}
+
+fn rlimit() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct.
+    (unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } == 0).then_some(limit)
+}
+
+/// How BPF memory is charged: a map is created with the soft limit at 0 (then restored);
+/// where that fails with EPERM and succeeds with the limit as it was, the limit counts.
+fn memlock() -> (Memlock, Option<u64>) {
+    let Some(before) = rlimit() else {
+        return (Memlock::Unknown, None);
+    };
+    let hard = (before.rlim_max != libc::RLIM_INFINITY).then_some(before.rlim_max);
+    if create_map().is_err() {
+        return (Memlock::Unknown, hard);
+    }
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: before.rlim_max,
+    };
+    // SAFETY: valid rlimit structs; lowering the soft limit needs no privilege and
+    // restoring it to at most the hard limit neither.
+    let charged = unsafe {
+        if libc::setrlimit(libc::RLIMIT_MEMLOCK, &zero) != 0 {
+            return (Memlock::Unknown, hard);
+        }
+        let result = create_map();
+        libc::setrlimit(libc::RLIMIT_MEMLOCK, &before);
+        matches!(result, Err(e) if e.raw_os_error() == Some(libc::EPERM))
+    };
+    (
+        if charged {
+            Memlock::Rlimit
+        } else {
+            Memlock::Cgroup
+        },
+        hard,
+    )
+}
+
+/// Where BPF memory counts against RLIMIT_MEMLOCK, raises it so that the maps fit: to
+/// unlimited, which needs CAP_SYS_RESOURCE unless the hard limit already is. Says what to
+/// grant when it cannot.
+pub fn raise_memlock(access: &Access) -> Result<(), String> {
+    if access.memlock != Memlock::Rlimit {
+        return Ok(());
+    }
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads a valid rlimit struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    Err(format!(
+        "this kernel charges BPF memory to RLIMIT_MEMLOCK (kernels before 5.11), whose hard limit here is {} KiB, and raising it failed ({err}): grant CAP_SYS_RESOURCE{}, or raise the limit first (`ulimit -l unlimited`; LimitMEMLOCK=infinity in a systemd unit)",
+        access.memlock_hard.map_or(0, |b| b / 1024),
+        if access.has(CAP_SYS_RESOURCE) {
+            " (it is granted, yet the kernel refused)"
+        } else {
+            ""
+        }
+    ))
+}

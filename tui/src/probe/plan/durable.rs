@@ -1,0 +1,605 @@
+//! Every way a process makes data durable, and which of them this kernel lets the probes see:
+//! the sync system calls (planned in `syscalls.rs`), writes on `O_SYNC`/`O_DSYNC` files (the
+//! filesystems' own fsync tracepoints, which fire inside the write), io_uring's fsync and
+//! sync_file_range (its punt and completion tracepoints), and FUA writes (block request
+//! flags). `iotop-bpf check` lists each with how it is traced or why it is not.
+
+use iotop_bpf_common::{
+    sync::{DurableBtf, RAW_COMPLETE_CQE, RAW_COMPLETE_RES},
+    tracepoint::{ABSENT, WINDOW_LEN, WINDOW_START},
+};
+
+use super::{
+    super::tracefs::EventFormat,
+    KernelFacts, Part, Plan, Step, arg_is, arg_of,
+    syscalls::{self, CALLS},
+};
+
+/// The ways to make data durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncSourceKind {
+    SyncCalls,
+    SyncedWritesExt4,
+    SyncedWritesXfs,
+    SyncedWritesBtrfs,
+    UringSyncs,
+    UringWrites,
+    Fua,
+}
+
+/// One way to make data durable, and how it is traced here or why it is not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyncSource {
+    pub kind: SyncSourceKind,
+    pub name: &'static str,
+    /// `Ok(how)` when traced, `Err(why not)` otherwise.
+    pub status: Result<String, String>,
+    /// The programs it needs attached: one the kernel refuses makes it `Err`.
+    pub programs: Vec<&'static str>,
+}
+
+/// The offset of `name` if it is `size` bytes, naturally aligned, inside the bytes the probes
+/// read (`read` bytes are read from it: 8 for a one-byte field read as eight).
+fn field(format: &EventFormat, name: &str, size: u32, read: u32) -> Option<u32> {
+    let f = format.field(name)?;
+    let window = WINDOW_START as u32..(WINDOW_START + WINDOW_LEN) as u32;
+    (f.size == size
+        && f.offset % size == 0
+        && window.contains(&f.offset)
+        && f.offset + read <= window.end)
+        .then_some(f.offset)
+}
+
+/// What ends a synced write on filesystems without an exit tracepoint: the raw `sys_exit`,
+/// or the classic write exits (with their program).
+struct WriteEnd {
+    /// The program every entry-only probe is attached after.
+    program: &'static str,
+    how: &'static str,
+}
+
+pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
+    let raw_syscalls = plan.steps.iter().any(|s| s.program == "raw_sys_exit");
+    let sync_programs: Vec<&'static str> = plan
+        .steps
+        .iter()
+        .filter(|s| s.part == Part::SyncCalls)
+        .map(|s| s.program)
+        .collect();
+    plan.sync_sources.push(SyncSource {
+        kind: SyncSourceKind::SyncCalls,
+        name: "fsync, fdatasync, sync_file_range, syncfs, sync, msync(MS_SYNC)",
+        status: if raw_syscalls {
+            Ok(format!(
+                "raw sys_enter/sys_exit: {} (entry and exit)",
+                syscalls::sync_calls()
+            ))
+        } else if sync_programs.is_empty() {
+            Err("no syscall tracepoints".to_string())
+        } else {
+            Ok(format!(
+                "syscalls:{} (entry and exit)",
+                syscalls::sync_calls()
+            ))
+        },
+        programs: sync_programs,
+    });
+
+    let mut b = durable_btf(k);
+    plan.globals.durable_btf = b;
+    let registers = if b.reads_registers() {
+        Ok(())
+    } else if let Some(e) = &k.btf_error {
+        Err(format!("{e}: the write that synced cannot be recognised"))
+    } else {
+        Err("the kernel has no bpf_task_pt_regs (5.15+): the write that synced cannot be recognised".to_string())
+    };
+
+    // What ends a synced write where the filesystem has no exit tracepoint.
+    let write_end = if raw_syscalls {
+        Some(WriteEnd {
+            program: "raw_sys_exit",
+            how: "ended by the write's exit (raw sys_exit)",
+        })
+    } else if classic.is_ok() {
+        classic_write_exits(k, plan, &mut b)
+    } else {
+        None
+    };
+    if raw_syscalls && b.reads_registers() {
+        // Synced writes io_uring runs inline end at io_uring_enter's exit.
+        #[cfg(target_arch = "x86_64")]
+        {
+            b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
+        }
+    }
+
+    let ext4 = ext4(k, raw, classic, &registers, plan);
+    let entry_only = |name: &str| -> Result<&WriteEnd, String> {
+        registers
+            .as_ref()
+            .map_err(|why| format!("{name} has no exit: {why}"))?;
+        write_end.as_ref().ok_or_else(|| {
+            format!("{name} has no exit, and the write system calls' exits are not traced")
+        })
+    };
+    let xfs = entry_only("xfs_file_fsync").and_then(|end| xfs(k, raw, classic, end, plan));
+    let btrfs = entry_only("btrfs_sync_file").and_then(|end| btrfs(k, raw, classic, end, plan));
+    for (kind, name, fs, status) in [
+        (
+            SyncSourceKind::SyncedWritesExt4,
+            "O_SYNC/O_DSYNC/RWF_DSYNC writes on ext4",
+            "ext4",
+            ext4,
+        ),
+        (
+            SyncSourceKind::SyncedWritesXfs,
+            "O_SYNC/O_DSYNC/RWF_DSYNC writes on XFS",
+            "xfs",
+            xfs,
+        ),
+        (
+            SyncSourceKind::SyncedWritesBtrfs,
+            "O_SYNC/O_DSYNC/RWF_DSYNC writes on btrfs",
+            "btrfs",
+            btrfs,
+        ),
+    ] {
+        if let Err(why) = &status
+            && k.knows_filesystem(fs)
+        {
+            plan.notes.push(format!("{name}: not traced ({why})"));
+        }
+        let programs = match &status {
+            Ok((programs, _)) => programs.clone(),
+            Err(_) => Vec::new(),
+        };
+        plan.sync_sources.push(SyncSource {
+            kind,
+            name,
+            status: status.map(|(_, how)| how),
+            programs,
+        });
+    }
+
+    let uring = uring(k, raw, classic, &mut b, plan);
+    if let Err(why) = &uring {
+        plan.notes.push(format!(
+            "io_uring IORING_OP_FSYNC/SYNC_FILE_RANGE: not traced ({why})"
+        ));
+    }
+    let inline = if b.uring_enter_nr == u32::MAX {
+        "inline ones not followed (no io_uring_enter exit, registers or write exits)"
+    } else {
+        "inline ones from the filesystem's tracepoint in io_uring_enter to the next one or the call's exit"
+    };
+    let (uring_status, uring_programs) = match uring {
+        Ok((programs, how)) => (Ok(how), programs),
+        Err(why) => (Err(why), Vec::new()),
+    };
+    let uring_writes = match &uring_status {
+        Ok(_) if b.finds_workers() => Ok(format!(
+            "punted ones from the filesystem's tracepoint in the io-wq worker to io_uring_complete; {inline}"
+        )),
+        Ok(_) => {
+            Err("io-wq workers not recognised (no kernel BTF for io_worker/io_kiocb)".to_string())
+        }
+        Err(why) => Err(why.clone()),
+    };
+    plan.sync_sources.push(SyncSource {
+        kind: SyncSourceKind::UringSyncs,
+        name: "io_uring IORING_OP_FSYNC (fdatasync too), IORING_OP_SYNC_FILE_RANGE",
+        status: uring_status,
+        programs: uring_programs.clone(),
+    });
+    plan.sync_sources.push(SyncSource {
+        kind: SyncSourceKind::UringWrites,
+        name: "io_uring writes on O_SYNC/O_DSYNC files or with RWF_DSYNC",
+        status: uring_writes,
+        programs: uring_programs,
+    });
+    plan.sync_sources.push(SyncSource {
+        kind: SyncSourceKind::Fua,
+        name: "FUA writes",
+        status: Ok(
+            "the requests' FUA flag, per process; disks say whether they honour it (sysfs queue/fua)"
+                .to_string(),
+        ),
+        programs: Vec::new(),
+    });
+    plan.globals.durable_btf = b;
+}
+
+/// A traced source: its programs and how it is traced.
+type Traced = Result<(Vec<&'static str>, String), String>;
+
+/// The classic write exits, which end synced writes when the raw `sys_exit` is not used.
+fn classic_write_exits(k: &KernelFacts, plan: &mut Plan, b: &mut DurableBtf) -> Option<WriteEnd> {
+    let ret = plan.globals.syscalls.ret;
+    let names = [
+        "sys_exit_write",
+        "sys_exit_pwrite64",
+        "sys_exit_writev",
+        "sys_exit_pwritev",
+        "sys_exit_pwritev2",
+    ];
+    let all = ret != ABSENT
+        && names.iter().all(|name| {
+            k.event("syscalls", name)
+                .is_some_and(|f| field(&f, "ret", 8, 8) == Some(ret))
+        });
+    if !all {
+        return None;
+    }
+    for name in names {
+        plan.steps.push(Step::classic(
+            "durable_write_exit",
+            "syscalls",
+            name,
+            Part::SyncedWrites,
+        ));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if b.reads_registers()
+        && k.event("syscalls", "sys_exit_io_uring_enter")
+            .is_some_and(|f| field(&f, "ret", 8, 8) == Some(ret))
+    {
+        plan.steps.push(
+            Step::classic(
+                "durable_write_exit",
+                "syscalls",
+                "sys_exit_io_uring_enter",
+                Part::SyncedWrites,
+            )
+            .deferred(),
+        );
+        b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
+    }
+    Some(WriteEnd {
+        program: "durable_write_exit",
+        how: "ended by the write's exit (syscalls:sys_exit_write, pwrite64, writev, pwritev, pwritev2)",
+    })
+}
+
+fn ext4(
+    k: &KernelFacts,
+    raw: bool,
+    classic: &Result<(), String>,
+    registers: &Result<(), String>,
+    plan: &mut Plan,
+) -> Traced {
+    let fd = match registers {
+        Ok(()) => "fd from its registers".to_string(),
+        Err(why) => format!("fd unknown: {why}"),
+    };
+    if raw
+        && arg_is(k, "ext4_sync_file_enter", 0, "file")
+        && arg_is(k, "ext4_sync_file_exit", 0, "inode")
+        && plan.globals.files.file_inode != 0
+    {
+        // The exit first: an entry must never be attached without it.
+        plan.steps.push(Step::raw(
+            "raw_durable_ext4_exit",
+            "ext4_sync_file_exit",
+            Part::SyncedWrites,
+        ));
+        plan.steps.push(
+            Step::raw(
+                "raw_durable_ext4_enter",
+                "ext4_sync_file_enter",
+                Part::SyncedWrites,
+            )
+            .after("raw_durable_ext4_exit"),
+        );
+        return Ok((
+            vec!["raw_durable_ext4_exit", "raw_durable_ext4_enter"],
+            format!("raw ext4_sync_file_enter/exit in the writer ({fd})"),
+        ));
+    }
+    classic.clone()?;
+    let (Some(enter), Some(exit)) = (
+        k.event("ext4", "ext4_sync_file_enter"),
+        k.event("ext4", "ext4_sync_file_exit"),
+    ) else {
+        return Err("no ext4:ext4_sync_file_enter/exit tracepoints".to_string());
+    };
+    let o = &mut plan.globals.durable;
+    match (
+        field(&enter, "dev", 4, 4),
+        field(&enter, "ino", 8, 8),
+        field(&enter, "datasync", 4, 4),
+        field(&exit, "ret", 4, 4),
+    ) {
+        (Some(dev), Some(ino), Some(datasync), Some(ret)) => {
+            (o.ext4_dev, o.ext4_ino, o.ext4_datasync, o.ext4_ret) = (dev, ino, datasync, ret);
+        }
+        _ => return Err("ext4:ext4_sync_file_enter/exit have an unexpected layout".to_string()),
+    }
+    plan.steps.push(Step::classic(
+        "durable_ext4_exit",
+        "ext4",
+        "ext4_sync_file_exit",
+        Part::SyncedWrites,
+    ));
+    plan.steps.push(
+        Step::classic(
+            "durable_ext4_enter",
+            "ext4",
+            "ext4_sync_file_enter",
+            Part::SyncedWrites,
+        )
+        .after("durable_ext4_exit"),
+    );
+    Ok((
+        vec!["durable_ext4_exit", "durable_ext4_enter"],
+        format!("ext4:ext4_sync_file_enter/exit in the writer ({fd})"),
+    ))
+}
+
+fn xfs(
+    k: &KernelFacts,
+    raw: bool,
+    classic: &Result<(), String>,
+    end: &WriteEnd,
+    plan: &mut Plan,
+) -> Traced {
+    let vnode = k.offset("xfs_inode", "i_vnode");
+    if raw
+        && arg_is(k, "xfs_file_fsync", 0, "xfs_inode")
+        && let Some(vnode) = vnode
+        && plan.globals.files.inode_sb != 0
+    {
+        plan.globals.raw_layout.xfs_inode_vnode = vnode;
+        plan.steps.push(
+            Step::raw("raw_durable_xfs", "xfs_file_fsync", Part::SyncedWrites).after(end.program),
+        );
+        return Ok((
+            vec!["raw_durable_xfs", end.program],
+            format!("raw xfs_file_fsync in the writer, {}", end.how),
+        ));
+    }
+    let no_raw = if k.raw_tracepoint("xfs_file_fsync").is_some() && vnode.is_none() {
+        "no BTF for the xfs module's struct xfs_inode"
+    } else {
+        "no raw xfs_file_fsync tracepoint"
+    };
+    classic.clone().map_err(|e| format!("{no_raw}, and {e}"))?;
+    let format = k
+        .event("xfs", "xfs_file_fsync")
+        .ok_or("no xfs:xfs_file_fsync tracepoint")?;
+    let (Some(dev), Some(ino)) = (field(&format, "dev", 4, 4), field(&format, "ino", 8, 8)) else {
+        return Err("xfs:xfs_file_fsync has an unexpected layout".to_string());
+    };
+    (plan.globals.durable.xfs_dev, plan.globals.durable.xfs_ino) = (dev, ino);
+    plan.steps.push(
+        Step::classic("durable_xfs", "xfs", "xfs_file_fsync", Part::SyncedWrites)
+            .after(end.program),
+    );
+    Ok((
+        vec!["durable_xfs", end.program],
+        format!("xfs:xfs_file_fsync in the writer, {}", end.how),
+    ))
+}
+
+fn btrfs(
+    k: &KernelFacts,
+    raw: bool,
+    classic: &Result<(), String>,
+    end: &WriteEnd,
+    plan: &mut Plan,
+) -> Traced {
+    if raw && arg_is(k, "btrfs_sync_file", 0, "file") && plan.globals.files.file_inode != 0 {
+        plan.steps.push(
+            Step::raw("raw_durable_btrfs", "btrfs_sync_file", Part::SyncedWrites)
+                .after(end.program),
+        );
+        return Ok((
+            vec!["raw_durable_btrfs", end.program],
+            format!("raw btrfs_sync_file in the writer, {}", end.how),
+        ));
+    }
+    classic
+        .clone()
+        .map_err(|e| format!("no raw btrfs_sync_file tracepoint, and {e}"))?;
+    let format = k
+        .event("btrfs", "btrfs_sync_file")
+        .ok_or("no btrfs:btrfs_sync_file tracepoint")?;
+    let (Some(ino), Some(datasync)) = (
+        field(&format, "ino", 8, 8),
+        field(&format, "datasync", 4, 4),
+    ) else {
+        return Err("btrfs:btrfs_sync_file has an unexpected layout".to_string());
+    };
+    (
+        plan.globals.durable.btrfs_ino,
+        plan.globals.durable.btrfs_datasync,
+    ) = (ino, datasync);
+    plan.steps.push(
+        Step::classic(
+            "durable_btrfs",
+            "btrfs",
+            "btrfs_sync_file",
+            Part::SyncedWrites,
+        )
+        .after(end.program),
+    );
+    Ok((
+        vec!["durable_btrfs", end.program],
+        format!("btrfs:btrfs_sync_file in the writer, {}", end.how),
+    ))
+}
+
+/// io_uring: the punt to io-wq and the completion.
+fn uring(
+    k: &KernelFacts,
+    raw: bool,
+    classic: &Result<(), String>,
+    b: &mut DurableBtf,
+    plan: &mut Plan,
+) -> Traced {
+    // The completion runs on every io_uring completion of the host: raw where BTF says what
+    // it passes (no trace record built for it), and attached only from the first sync.
+    let complete = if raw && b.raw_complete != 0 {
+        plan.steps.push(
+            Step::raw("raw_uring_complete", "io_uring_complete", Part::UringSyncs).deferred(),
+        );
+        Some("raw_uring_complete")
+    } else {
+        b.raw_complete = 0;
+        None
+    };
+    let punt = match arg_of(k, "io_uring_queue_async_work", "io_kiocb") {
+        Some(at) if raw && complete.is_some() && k.offset("io_kiocb", "opcode").is_some() => {
+            plan.globals.raw_layout.punt_req_arg = at;
+            plan.globals.raw_layout.req_opcode = k.offset("io_kiocb", "opcode").unwrap_or(0);
+            Some("raw_uring_punt")
+        }
+        _ => None,
+    };
+    if let (Some(complete), Some(punt)) = (complete, punt) {
+        plan.steps.push(
+            Step::raw(
+                "raw_uring_punt",
+                "io_uring_queue_async_work",
+                Part::UringSyncs,
+            )
+            .after(complete),
+        );
+        return Ok((
+            vec![complete, punt],
+            workers(b, "raw io_uring_queue_async_work to io_uring_complete"),
+        ));
+    }
+    // The raw ones are not planned: no half of them either.
+    plan.steps.retain(|s| s.program != "raw_uring_complete");
+    b.raw_complete = 0;
+    let why_not_raw = if !raw {
+        "raw tracepoints are not used"
+    } else if k.raw_tracepoint("io_uring_complete").is_none() {
+        "no raw io_uring_complete tracepoint"
+    } else {
+        "raw io_uring_complete passes no request here"
+    };
+    classic
+        .clone()
+        .map_err(|e| format!("{why_not_raw}, and {e}"))?;
+    let (Some(punt), Some(done)) = (
+        k.event("io_uring", "io_uring_queue_async_work"),
+        k.event("io_uring", "io_uring_complete"),
+    ) else {
+        return Err("no io_uring:io_uring_queue_async_work/io_uring_complete tracepoints".into());
+    };
+    let o = &mut plan.globals.durable;
+    match (
+        field(&punt, "req", 8, 8),
+        field(&punt, "opcode", 1, 8),
+        field(&done, "req", 8, 8),
+        field(&done, "res", 4, 4),
+    ) {
+        (Some(req), Some(opcode), Some(done_req), Some(res)) => {
+            (o.punt_req, o.punt_opcode, o.complete_req, o.complete_res) =
+                (req, opcode, done_req, res);
+        }
+        _ => return Err("the io_uring tracepoints have an unexpected layout".to_string()),
+    }
+    plan.steps.push(
+        Step::classic(
+            "uring_complete",
+            "io_uring",
+            "io_uring_complete",
+            Part::UringSyncs,
+        )
+        .deferred(),
+    );
+    plan.steps.push(
+        Step::classic(
+            "uring_punt",
+            "io_uring",
+            "io_uring_queue_async_work",
+            Part::UringSyncs,
+        )
+        .after("uring_complete"),
+    );
+    Ok((
+        vec!["uring_complete", "uring_punt"],
+        workers(b, "io_uring:io_uring_queue_async_work to io_uring_complete"),
+    ))
+}
+
+fn workers(b: &DurableBtf, how: &str) -> String {
+    if b.finds_workers() {
+        format!("{how}; the io-wq worker's writes are the sync's own")
+    } else {
+        format!(
+            "{how} (io-wq workers not recognised: no kernel BTF for io_worker/io_kiocb; their writes are not counted as the sync's own)"
+        )
+    }
+}
+
+/// The kernel-object offsets the probes read, from BTF; what is missing switches its use off.
+fn durable_btf(k: &KernelFacts) -> DurableBtf {
+    let mut b = DurableBtf::ABSENT;
+    if !k.has_btf() {
+        return b;
+    }
+    let off = |s: &str, m: &str| k.offset(s, m);
+    // The thread's user registers: bpf_task_pt_regs and bpf_get_current_task_btf (5.15+),
+    // told by the helpers the kernel's BTF lists.
+    let helpers = k.enum_value("BPF_FUNC_task_pt_regs").is_some()
+        && k.enum_value("BPF_FUNC_get_current_task_btf").is_some();
+    #[cfg(target_arch = "x86_64")]
+    if helpers && let (Some(arg0), Some(nr)) = (off("pt_regs", "di"), off("pt_regs", "orig_ax")) {
+        b.use_regs = 1;
+        b.regs_arg0 = arg0;
+        b.regs_nr = nr;
+        let writes = CALLS
+            .iter()
+            .filter(|(name, ..)| name.contains("write"))
+            .map(|&(_, nr, _)| u32::try_from(nr).unwrap_or(u32::MAX));
+        for (slot, nr) in b.write_nrs.iter_mut().zip(writes) {
+            *slot = nr;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = helpers;
+    if let (Some(private), Some(task), Some(cur), Some(work)) = (
+        off("task_struct", "worker_private"),
+        off("io_worker", "task"),
+        off("io_worker", "cur_work"),
+        off("io_kiocb", "work"),
+    ) {
+        b.use_workers = 1;
+        (
+            b.task_worker_private,
+            b.worker_task,
+            b.worker_cur_work,
+            b.req_work,
+        ) = (private, task, cur, work);
+    }
+    if let Some(file) = off("io_kiocb", "file") {
+        b.req_file = file;
+    }
+    if let (Some(cmd), Some(flags)) = (off("io_kiocb", "cmd"), off("io_sync", "flags")) {
+        b.req_sync_flags = cmd + flags;
+    }
+    // io_uring_complete(ctx, req, cqe) since 6.3; (ctx, req, user_data, res, cflags[, extra1,
+    // extra2]) before, and (ctx, user_data, res, cflags) before 5.16, which passes no
+    // request: those kernels' completions are not followed.
+    b.raw_complete = match k.raw_tracepoint("io_uring_complete") {
+        Some(p) if p.len() == 3 && p[2].ty == "struct io_uring_cqe *" => RAW_COMPLETE_CQE,
+        Some(p)
+            if matches!(p.len(), 5 | 7)
+                && p[1].name.as_deref().is_none_or(|n| n == "req")
+                && !p[2].ty.contains('*')
+                && !p[3].ty.contains('*') =>
+        {
+            RAW_COMPLETE_RES
+        }
+        _ => 0,
+    };
+    if let Some(flags) = off("file", "f_flags") {
+        b.file_flags = flags;
+        b.o_sync_bit = u32::try_from(libc::O_SYNC & !libc::O_DSYNC).unwrap_or(0);
+    }
+    b
+}

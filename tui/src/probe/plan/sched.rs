@@ -1,0 +1,166 @@
+//! The scheduler probes: D-state episodes (`sched_switch` to `sched_wakeup`) and process
+//! exits.
+
+use iotop_bpf_common::tracepoint::ABSENT;
+
+use super::{KernelFacts, Part, Plan, Step, arg_is, offsets::off};
+
+pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
+    let raw_dstate = if raw {
+        raw_dstate(k, plan)
+    } else {
+        Err(String::new())
+    };
+    if let Err(why) = raw_dstate {
+        match classic {
+            Ok(()) => classic_dstate(k, plan),
+            Err(no_classic) => plan.notes.push(format!(
+                "{}: {}{no_classic}",
+                Part::DState.loss(),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("{why}; ")
+                }
+            )),
+        }
+    }
+    let raw_exit = if raw {
+        raw_exit(k, plan)
+    } else {
+        Err(String::new())
+    };
+    if let Err(why) = raw_exit {
+        match classic {
+            Ok(()) => classic_exit(k, plan),
+            Err(no_classic) => plan.notes.push(format!(
+                "{}: {}{no_classic}",
+                Part::Exits.loss(),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("{why}; ")
+                }
+            )),
+        }
+    }
+}
+
+fn raw_dstate(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
+    if !arg_is(k, "sched_wakeup", 0, "task_struct") {
+        return Err("no raw sched_wakeup(struct task_struct *) tracepoint".to_string());
+    }
+    let switch = k
+        .raw_tracepoint("sched_switch")
+        .ok_or("no raw sched_switch tracepoint")?;
+    if !arg_is(k, "sched_switch", 1, "task_struct") {
+        return Err("raw sched_switch does not pass the previous task second".to_string());
+    }
+    let o = &mut plan.globals.raw_offsets;
+    o.task_pid = off(k, "task_struct", "pid")?;
+    o.task_comm = off(k, "task_struct", "comm")?;
+    // Optional: without it every wakeup looks its thread up.
+    if let Some(bits) = k
+        .member("task_struct", "sched_contributes_to_load")
+        .map(|m| m.bit_offset)
+    {
+        o.task_load_word = bits / 32 * 4;
+        o.task_load_bit = bits % 32;
+    }
+    let l = &mut plan.globals.raw_layout;
+    // prev_state is the fourth argument from 5.18; before, the task holds it.
+    if switch.len() >= 4 && switch[3].size == 4 && !switch[3].ty.contains('*') {
+        l.switch_state_arg = 3;
+    } else {
+        let state = k
+            .member("task_struct", "__state")
+            .or_else(|| k.member("task_struct", "state"))
+            .filter(|m| matches!(m.size, 4 | 8))
+            .ok_or("no task_struct.__state or .state of 4 or 8 bytes in the kernel's BTF")?;
+        l.task_state = state.offset();
+        l.task_state_size = state.size;
+    }
+    plan.steps
+        .push(Step::raw("raw_dstate_wakeup", "sched_wakeup", Part::DState));
+    plan.steps.push(
+        Step::raw("dstate_switch_raw", "sched_switch", Part::DState).after("raw_dstate_wakeup"),
+    );
+    Ok(())
+}
+
+fn classic_dstate(k: &KernelFacts, plan: &mut Plan) {
+    let fields = k
+        .event("sched", "sched_wakeup")
+        .and_then(|f| Some((f.field("pid")?.clone(), f.field("comm")?.clone())));
+    let Some((pid, comm)) = fields.filter(|(pid, comm)| pid.size == 4 && comm.size == 16) else {
+        plan.notes
+            .push("no usable sched:sched_wakeup tracepoint: the D-state pane is off".to_string());
+        return;
+    };
+    let switch = k.event("sched", "sched_switch");
+    let Some(state) = switch
+        .as_ref()
+        .and_then(|f| f.field("prev_state"))
+        .filter(|f| matches!(f.size, 4 | 8))
+    else {
+        plan.notes
+            .push("no usable sched:sched_switch tracepoint: the D-state pane is off".to_string());
+        return;
+    };
+    let o = &mut plan.globals.sched;
+    o.wakeup_pid = pid.offset;
+    o.wakeup_comm = comm.offset;
+    o.prev_state = state.offset;
+    o.prev_state_size = state.size;
+    plan.steps.push(Step::classic(
+        "dstate_wakeup",
+        "sched",
+        "sched_wakeup",
+        Part::DState,
+    ));
+    plan.steps.push(
+        Step::classic("dstate_switch", "sched", "sched_switch", Part::DState)
+            .after("dstate_wakeup"),
+    );
+}
+
+fn raw_exit(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
+    let params = k
+        .raw_tracepoint("sched_process_exit")
+        .ok_or("no raw sched_process_exit tracepoint")?;
+    let l = &mut plan.globals.raw_layout;
+    if params.get(1).is_some_and(|p| p.ty == "bool") {
+        l.exit_group_dead_arg = 1;
+    } else {
+        l.exit_group_dead_arg = ABSENT;
+        l.task_signal = off(k, "task_struct", "signal")?;
+        l.signal_live = off(k, "signal_struct", "live")?;
+    }
+    plan.steps.push(Step::raw(
+        "raw_process_exit",
+        "sched_process_exit",
+        Part::Exits,
+    ));
+    Ok(())
+}
+
+fn classic_exit(k: &KernelFacts, plan: &mut Plan) {
+    match k.event("sched", "sched_process_exit") {
+        Some(format) => {
+            plan.globals.exit.group_dead = format
+                .field("group_dead")
+                .filter(|f| f.size == 1)
+                .map_or(ABSENT, |f| f.offset);
+            plan.steps.push(Step::classic(
+                "process_exit",
+                "sched",
+                "sched_process_exit",
+                Part::Exits,
+            ));
+        }
+        None => plan.notes.push(
+            "no sched:sched_process_exit tracepoint: exited processes are forgotten after 10 idle minutes"
+                .to_string(),
+        ),
+    }
+}

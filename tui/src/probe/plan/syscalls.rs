@@ -1,0 +1,221 @@
+//! The system-call probes: sync calls and written bytes. On raw `sys_enter`/`sys_exit`
+//! (one program each, dispatched by number) where BTF describes `struct pt_regs`; on the
+//! classic per-call tracepoints otherwise.
+
+use iotop_bpf_common::{
+    raw::{REGS_WINDOW_LEN, SYSCALL_WRITE, SYSCALL_WRITEV},
+    sync::{
+        SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS,
+        SyscallOffsets,
+    },
+    tracepoint::ABSENT,
+};
+
+use super::{super::tracefs::EventFormat, KernelFacts, Part, Plan, Step, arg_is};
+
+/// The system calls the probes follow, with their numbers on this architecture (the
+/// kernel's ABI) and what `sys_enter` does for each.
+#[cfg(target_arch = "x86_64")]
+pub const CALLS: [(&str, i64, u8); 11] = [
+    ("fsync", libc::SYS_fsync, SYNC_FSYNC),
+    ("fdatasync", libc::SYS_fdatasync, SYNC_FDATASYNC),
+    (
+        "sync_file_range",
+        libc::SYS_sync_file_range,
+        SYNC_FILE_RANGE,
+    ),
+    ("syncfs", libc::SYS_syncfs, SYNC_SYNCFS),
+    ("sync", libc::SYS_sync, SYNC_SYNC),
+    ("msync", libc::SYS_msync, SYNC_MSYNC),
+    ("write", libc::SYS_write, SYSCALL_WRITE),
+    ("pwrite64", libc::SYS_pwrite64, SYSCALL_WRITE),
+    ("writev", libc::SYS_writev, SYSCALL_WRITEV),
+    ("pwritev", libc::SYS_pwritev, SYSCALL_WRITEV),
+    ("pwritev2", libc::SYS_pwritev2, SYSCALL_WRITEV),
+];
+#[cfg(not(target_arch = "x86_64"))]
+pub const CALLS: [(&str, i64, u8); 0] = [];
+
+/// The names of the sync system calls the probes see, for `check`.
+pub fn sync_calls() -> String {
+    CALLS
+        .iter()
+        .filter(|(_, _, action)| *action < SYSCALL_WRITE)
+        .map(|(name, ..)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
+    let why_not_raw = if raw {
+        match self::raw(k, plan) {
+            Ok(()) => return,
+            Err(why) => why,
+        }
+    } else {
+        String::new()
+    };
+    match classic {
+        Ok(()) => self::classic(k, plan),
+        Err(no_classic) => {
+            let why = if why_not_raw.is_empty() {
+                no_classic.clone()
+            } else {
+                format!("{why_not_raw}; {no_classic}")
+            };
+            plan.notes.push(format!(
+                "{} and {}: {why}",
+                Part::SyncCalls.loss(),
+                Part::LogicalWrites.loss()
+            ));
+        }
+    }
+}
+
+/// The raw probes: arguments read from the saved user registers, at BTF offsets.
+fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
+    if CALLS.is_empty() {
+        return Err("the system-call numbers of this architecture are not known".to_string());
+    }
+    for tracepoint in ["sys_enter", "sys_exit"] {
+        if !arg_is(k, tracepoint, 0, "pt_regs") {
+            return Err(format!(
+                "no raw {tracepoint}(struct pt_regs *, long) tracepoint"
+            ));
+        }
+    }
+    // x86-64's first four system-call arguments.
+    let registers = ["di", "si", "dx", "r10"].map(|r| {
+        k.offset("pt_regs", r)
+            .ok_or(format!("no pt_regs.{r} in the kernel's BTF"))
+    });
+    let mut offsets = [0u32; 4];
+    for (slot, offset) in offsets.iter_mut().zip(registers) {
+        *slot = offset?;
+    }
+    let window = offsets.iter().min().copied().unwrap_or(0) / 8 * 8;
+    if offsets
+        .iter()
+        .any(|&o| o + 8 > window + REGS_WINDOW_LEN as u32 || o % 8 != 0)
+    {
+        return Err("struct pt_regs keeps the arguments further apart than the probes read".into());
+    }
+    let l = &mut plan.globals.raw_layout;
+    l.regs_window = window;
+    l.regs_args = offsets.map(|o| o - window);
+    for (_, nr, action) in CALLS {
+        if let Some(slot) = usize::try_from(nr)
+            .ok()
+            .and_then(|nr| plan.globals.syscall_table.get_mut(nr))
+        {
+            *slot = action;
+        }
+    }
+    // The exit first: a call must never be begun where nothing would end it.
+    plan.steps
+        .push(Step::raw("raw_sys_exit", "sys_exit", Part::SyncCalls));
+    plan.steps
+        .push(Step::raw("raw_sys_enter", "sys_enter", Part::SyncCalls).after("raw_sys_exit"));
+    Ok(())
+}
+
+/// (program, tracepoint in `syscalls:`, arguments it reads).
+const CLASSIC: &[(&str, &str, &[&str])] = &[
+    ("sync_exit", "sys_exit_fsync", &["ret"]),
+    ("sync_exit", "sys_exit_fdatasync", &["ret"]),
+    ("sync_exit", "sys_exit_sync_file_range", &["ret"]),
+    ("sync_exit", "sys_exit_syncfs", &["ret"]),
+    ("sync_exit", "sys_exit_sync", &["ret"]),
+    ("sync_exit", "sys_exit_msync", &["ret"]),
+    ("sync_enter_fsync", "sys_enter_fsync", &["fd"]),
+    ("sync_enter_fdatasync", "sys_enter_fdatasync", &["fd"]),
+    (
+        "sync_enter_sync_file_range",
+        "sys_enter_sync_file_range",
+        &["fd"],
+    ),
+    ("sync_enter_syncfs", "sys_enter_syncfs", &["fd"]),
+    ("sync_enter_sync", "sys_enter_sync", &[]),
+    ("sync_enter_msync", "sys_enter_msync", &["flags"]),
+    ("write_enter", "sys_enter_write", &["fd", "count"]),
+    ("write_enter", "sys_enter_pwrite64", &["fd", "count"]),
+    ("writev_enter", "sys_enter_writev", &["fd", "vec", "vlen"]),
+    ("writev_enter", "sys_enter_pwritev", &["fd", "vec", "vlen"]),
+    ("writev_enter", "sys_enter_pwritev2", &["fd", "vec", "vlen"]),
+];
+
+fn slot<'a>(offsets: &'a mut SyscallOffsets, name: &str) -> Option<&'a mut u32> {
+    Some(match name {
+        "fd" => &mut offsets.fd,
+        "count" => &mut offsets.count,
+        "vec" => &mut offsets.vec,
+        "vlen" => &mut offsets.vlen,
+        "flags" => &mut offsets.flags,
+        "ret" => &mut offsets.ret,
+        _ => return None,
+    })
+}
+
+/// Every argument is one 8-byte slot, at the same offset in every syscall tracepoint of a
+/// kernel; the first tracepoint that has an argument fixes its offset, and a tracepoint that
+/// disagrees is left out (with a note) rather than read wrongly.
+fn classic(k: &KernelFacts, plan: &mut Plan) {
+    let mut offsets = SyscallOffsets::ABSENT;
+    let mut missing = Vec::new();
+    for &(program, tracepoint, args) in CLASSIC {
+        let Some(format) = k.event("syscalls", tracepoint) else {
+            missing.push(tracepoint);
+            continue;
+        };
+        if fits(&format, args, &mut offsets) {
+            let part = if program.starts_with("write") {
+                Part::LogicalWrites
+            } else {
+                Part::SyncCalls
+            };
+            let step = Step::classic(program, "syscalls", tracepoint, part);
+            plan.steps.push(if program.starts_with("sync_enter") {
+                step.after("sync_exit")
+            } else {
+                step
+            });
+        } else {
+            plan.notes.push(format!(
+                "syscalls:{tracepoint} has an unexpected layout; not traced"
+            ));
+        }
+    }
+    if missing.len() == CLASSIC.len() {
+        plan.notes.push(
+            "no syscall tracepoints (CONFIG_FTRACE_SYSCALLS off): sync latency and logical writes are not measured"
+                .to_string(),
+        );
+    } else if !missing.is_empty() {
+        plan.notes.push(format!(
+            "missing syscall tracepoints, not traced: {}",
+            missing.join(", ")
+        ));
+    }
+    plan.globals.syscalls = offsets;
+}
+
+pub(super) fn fits(format: &EventFormat, args: &[&str], offsets: &mut SyscallOffsets) -> bool {
+    let mut proposed = *offsets;
+    for &arg in args {
+        let Some(field) = format.field(arg) else {
+            return false;
+        };
+        if field.size != 8 {
+            return false;
+        }
+        let Some(slot) = slot(&mut proposed, arg) else {
+            return false;
+        };
+        if *slot != ABSENT && *slot != field.offset {
+            return false;
+        }
+        *slot = field.offset;
+    }
+    *offsets = proposed;
+    true
+}

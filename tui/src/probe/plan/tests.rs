@@ -1,0 +1,350 @@
+//! The plan against the facts captured in every kernel of the matrix
+//! (`tui/tests/data/kernels/*.json`, from `iotop-bpf check --facts` in each guest).
+
+use iotop_bpf_common::{
+    block::{ORIGIN_INSERT, ORIGIN_START},
+    raw::{SYSCALL_NONE, SYSCALL_WRITE},
+    sync::{RAW_COMPLETE_CQE, RAW_COMPLETE_RES, SYNC_FSYNC},
+    tracepoint::ABSENT,
+};
+
+use super::*;
+use crate::probe::facts::{self, Memlock, fixture};
+
+const KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "6.18"];
+
+/// The plan for `kernel` with `options` and, if given, other access; every question the plan
+/// asked had been answered when the fixture was captured.
+fn planned(kernel: &str, options: Options, access: Option<facts::Access>) -> Plan {
+    let mut facts = fixture(kernel);
+    if let Some(access) = access {
+        facts = facts.with_access(access);
+    }
+    let plan = plan(&facts, options).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(
+        facts.unanswered(),
+        Vec::<String>::new(),
+        "{kernel}: the fixture lacks answers: capture it again (`iotop-bpf check --facts` in that kernel)"
+    );
+    plan
+}
+
+fn step<'a>(plan: &'a Plan, program: &str) -> Option<&'a Step> {
+    plan.steps.iter().find(|s| s.program == program)
+}
+
+fn programs(plan: &Plan) -> Vec<&'static str> {
+    plan.steps.iter().map(|s| s.program).collect()
+}
+
+/// What Debian's kernels do to a process with only the documented capabilities:
+/// `perf_event_open` refused at `kernel.perf_event_paranoid=3`.
+fn documented_capabilities(kernel: &str) -> facts::Access {
+    let mut access = fixture(kernel).access;
+    access.caps = (1 << 38) | (1 << 39) | (1 << 2) | (1 << 19) | (1 << 34) | (1 << 24);
+    access.perf_event_open = Err("Permission denied (os error 13)".into());
+    access
+}
+
+#[test]
+fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
+    for kernel in KERNELS {
+        let plan = planned(kernel, Options::default(), None);
+        assert!(
+            plan.mode.starts_with("raw tracepoints"),
+            "{kernel}: {}",
+            plan.mode
+        );
+        for program in ["raw_block_issue", "raw_block_complete"] {
+            let s = step(&plan, program).unwrap_or_else(|| panic!("{kernel}: {program}"));
+            assert!(
+                s.required && matches!(s.attach, Attach::Raw(_)),
+                "{kernel}: {s:?}"
+            );
+        }
+        // Debian's 5.10.262 has the single-argument block tracepoints (backported from
+        // 5.11): the request comes first on every kernel here, found in BTF.
+        assert_eq!(plan.globals.raw_layout.rq_arg, 0, "{kernel}");
+        let g = &plan.globals;
+        assert!(
+            g.raw_offsets.rq_sector > 0 && g.raw_offsets.task_comm > 0,
+            "{kernel}"
+        );
+    }
+    // Before 6.5 no block_io_start: the insert is the creation, and no scheduler split.
+    for kernel in ["5.10", "6.1"] {
+        let plan = planned(kernel, Options::default(), None);
+        assert_eq!(plan.globals.start_origin, ORIGIN_INSERT, "{kernel}");
+        assert!(step(&plan, "raw_block_start_insert").is_some(), "{kernel}");
+        assert!(step(&plan, "raw_block_insert").is_none(), "{kernel}");
+        assert!(
+            plan.notes.iter().any(|n| n.contains("no block_io_start")),
+            "{kernel}: {:?}",
+            plan.notes
+        );
+    }
+    for kernel in ["6.12", "6.18"] {
+        let plan = planned(kernel, Options::default(), None);
+        assert_eq!(plan.globals.start_origin, ORIGIN_START, "{kernel}");
+        assert!(step(&plan, "raw_block_start").is_some());
+        assert!(step(&plan, "raw_block_insert").is_some(), "the btt split");
+    }
+    // 5.10's requests point at their disk; later kernels reach it through the queue.
+    assert_ne!(
+        planned("5.10", Options::default(), None)
+            .globals
+            .raw_layout
+            .rq_disk,
+        ABSENT
+    );
+    for kernel in ["6.1", "6.12", "6.18"] {
+        let plan = planned(kernel, Options::default(), None);
+        assert_eq!(plan.globals.raw_layout.rq_disk, ABSENT, "{kernel}");
+        assert!(plan.globals.raw_offsets.q_disk > 0, "{kernel}");
+    }
+    // Write-back blame: the page tracepoint before folios (5.10), the folio one after.
+    let blame = |kernel| {
+        planned(kernel, Options::default(), None)
+            .steps
+            .iter()
+            .find(|s| s.program == "blame_dirty_folio")
+            .map(|s| s.attach)
+    };
+    assert_eq!(blame("5.10"), Some(Attach::Raw("writeback_dirty_page")));
+    assert_eq!(blame("6.18"), Some(Attach::Raw("writeback_dirty_folio")));
+}
+
+#[test]
+fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
+    // 5.10: no prev_state argument; task_struct.state is a long.
+    let plan = planned("5.10", Options::default(), None);
+    let l = plan.globals.raw_layout;
+    assert_eq!(l.switch_state_arg, ABSENT);
+    assert_eq!(l.task_state_size, 8);
+    assert!(l.task_state > 0);
+    // 6.1 on: sched_switch(preempt, prev, next, prev_state).
+    for kernel in ["6.1", "6.12", "6.18"] {
+        let l = planned(kernel, Options::default(), None).globals.raw_layout;
+        assert_eq!(l.switch_state_arg, 3, "{kernel}");
+    }
+    for kernel in KERNELS {
+        let plan = planned(kernel, Options::default(), None);
+        let switch = step(&plan, "dstate_switch_raw").unwrap();
+        assert_eq!(switch.after, Some("raw_dstate_wakeup"), "{kernel}");
+        assert!(plan.globals.raw_offsets.task_load_bit < 32, "{kernel}");
+    }
+    // Exits: group_dead is an argument on 6.18, task->signal->live before.
+    assert_eq!(
+        planned("6.18", Options::default(), None)
+            .globals
+            .raw_layout
+            .exit_group_dead_arg,
+        1
+    );
+    let l = planned("6.12", Options::default(), None).globals.raw_layout;
+    assert_eq!(l.exit_group_dead_arg, ABSENT);
+    assert!(l.task_signal > 0 && l.signal_live != ABSENT);
+}
+
+#[test]
+fn system_calls_go_through_raw_sys_enter_and_sys_exit_with_this_architectures_numbers() {
+    for kernel in KERNELS {
+        let plan = planned(kernel, Options::default(), None);
+        let at = |p| programs(&plan).iter().position(|&q| q == p);
+        assert!(
+            at("raw_sys_exit") < at("raw_sys_enter"),
+            "{kernel}: exit first"
+        );
+        let g = &plan.globals;
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(g.syscall_table[libc::SYS_fsync as usize], SYNC_FSYNC);
+            assert_eq!(g.syscall_table[libc::SYS_pwrite64 as usize], SYSCALL_WRITE);
+            assert_eq!(g.syscall_table[libc::SYS_read as usize], SYSCALL_NONE);
+        }
+        // di, si, dx, r10 within one 64-byte read.
+        assert!(g.raw_layout.regs_args.iter().all(|&a| a < 64), "{kernel}");
+    }
+}
+
+#[test]
+fn durable_sources_follow_each_kernels_btf() {
+    let source = |plan: &Plan, kind| {
+        plan.sync_sources
+            .iter()
+            .find(|s| s.kind == kind)
+            .unwrap()
+            .status
+            .clone()
+    };
+    // 5.10: no module BTF (ext4's tracepoints are classic), no bpf_task_pt_regs (no XFS
+    // synced writes), and an io_uring_complete that passes no request.
+    let plan = planned("5.10", Options::default(), None);
+    assert!(step(&plan, "durable_ext4_enter").is_some());
+    let xfs = source(&plan, SyncSourceKind::SyncedWritesXfs).unwrap_err();
+    assert!(xfs.contains("bpf_task_pt_regs"), "{xfs}");
+    assert!(source(&plan, SyncSourceKind::UringSyncs).is_err());
+    assert!(!plan.globals.durable_btf.reads_registers());
+    // 6.1 on: everything raw, the registers read, io_uring followed.
+    for kernel in ["6.1", "6.12", "6.18"] {
+        let plan = planned(kernel, Options::default(), None);
+        for program in [
+            "raw_durable_ext4_enter",
+            "raw_durable_xfs",
+            "raw_uring_punt",
+        ] {
+            assert!(step(&plan, program).is_some(), "{kernel}: {program}");
+        }
+        assert!(
+            plan.globals.raw_layout.xfs_inode_vnode != ABSENT,
+            "{kernel}"
+        );
+        assert!(plan.globals.durable_btf.reads_registers(), "{kernel}");
+        assert!(
+            source(&plan, SyncSourceKind::UringSyncs).is_ok(),
+            "{kernel}"
+        );
+        let complete = step(&plan, "raw_uring_complete").unwrap();
+        assert!(
+            complete.deferred,
+            "{kernel}: attached from the first io_uring sync"
+        );
+    }
+    assert_eq!(
+        planned("6.1", Options::default(), None)
+            .globals
+            .durable_btf
+            .raw_complete,
+        RAW_COMPLETE_RES
+    );
+    assert_eq!(
+        planned("6.18", Options::default(), None)
+            .globals
+            .durable_btf
+            .raw_complete,
+        RAW_COMPLETE_CQE
+    );
+}
+
+#[test]
+fn dirty_pauses_and_direct_io_by_kernel() {
+    // balance_dirty_pages: twelve arguments to 6.12, a dirty_throttle_control on 6.18.
+    for kernel in ["5.10", "6.1", "6.12"] {
+        let plan = planned(kernel, Options::default(), None);
+        assert!(step(&plan, "raw_dirty_pause").is_some(), "{kernel}");
+        let l = plan.globals.raw_layout;
+        assert_eq!(
+            (l.dirty_pause_arg, l.dirty_dtc_arg),
+            (10, ABSENT),
+            "{kernel}"
+        );
+    }
+    let l = planned("6.18", Options::default(), None).globals.raw_layout;
+    assert_eq!(l.dirty_dtc_arg, 1);
+    assert_eq!(l.dirty_pause_arg, 6);
+    // iomap_dio_rw_begin arrived in 6.4.
+    for kernel in ["6.12", "6.18"] {
+        let plan = planned(kernel, Options::default(), None);
+        assert!(
+            step(&plan, "raw_dio_begin").is_some() && plan.call_latency,
+            "{kernel}"
+        );
+    }
+}
+
+#[test]
+fn the_documented_capabilities_need_no_perf_event_open_where_btf_describes_everything() {
+    for kernel in ["6.1", "6.12", "6.18"] {
+        let plan = planned(
+            kernel,
+            Options::default(),
+            Some(documented_capabilities(kernel)),
+        );
+        let classic: Vec<_> = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.attach, Attach::Classic(..)))
+            .collect();
+        assert!(classic.is_empty(), "{kernel}: {classic:?}");
+        assert!(
+            !plan.notes.iter().any(|n| n.contains("perf_event")),
+            "{kernel}: {:?}",
+            plan.notes
+        );
+    }
+    // 5.10 lacks the ext4 module's BTF: its synced writes need a classic tracepoint, which
+    // Debian refuses without CAP_SYS_ADMIN. Said, with what to do; the rest is raw.
+    let plan = planned(
+        "5.10",
+        Options::default(),
+        Some(documented_capabilities("5.10")),
+    );
+    assert!(
+        plan.steps
+            .iter()
+            .all(|s| matches!(s.attach, Attach::Raw(_)))
+    );
+    let note = plan
+        .notes
+        .iter()
+        .find(|n| n.contains("writes on ext4"))
+        .unwrap_or_else(|| panic!("{:?}", plan.notes));
+    assert!(
+        note.contains("perf_event_paranoid=3") && note.contains("CAP_SYS_ADMIN"),
+        "{note}"
+    );
+    assert_eq!(fixture("5.10").access.memlock, Memlock::Rlimit);
+}
+
+#[test]
+fn classic_tracepoints_can_be_forced_and_need_perf_event_open() {
+    let classic = planned(
+        "6.18",
+        Options {
+            classic: true,
+            ..Options::default()
+        },
+        None,
+    );
+    assert!(
+        classic.mode.starts_with("classic tracepoints"),
+        "{}",
+        classic.mode
+    );
+    assert!(step(&classic, "block_complete").is_some_and(|s| s.required));
+    assert!(step(&classic, "sync_exit").is_some());
+    assert!(
+        classic
+            .steps
+            .iter()
+            .all(|s| matches!(s.attach, Attach::Classic(..)))
+    );
+    let err = plan(
+        &fixture("6.12").with_access(documented_capabilities("6.12")),
+        Options {
+            classic: true,
+            ..Options::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("perf_event_paranoid=3") && err.contains("CAP_SYS_ADMIN"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_program_is_planned_after_the_one_it_follows() {
+    let mut steps = vec![
+        Step::raw("enter", "a", Part::SyncCalls).after("exit"),
+        Step::raw("exit", "b", Part::SyncCalls),
+        Step::raw("orphan", "c", Part::SyncCalls).after("missing"),
+    ];
+    order(&mut steps);
+    let names: Vec<_> = steps.iter().map(|s| s.program).collect();
+    assert_eq!(
+        names,
+        ["exit", "enter"],
+        "what follows nothing planned is dropped"
+    );
+}
