@@ -54,6 +54,14 @@ pub struct RawDioOffsets {
     pub iocb_flags: u32,
     pub iter_count: u32,
     pub inode_size: u32,
+    /// For kernels without `iomap_dio_rw_begin` (before 6.4), where the calls are read from
+    /// the first `iomap_iter` of a direct I/O (5.15-6.3): `iomap_iter.{inode, pos, len,
+    /// flags}` and where its `iomap.length` is (0 before the first mapping).
+    pub iomap_iter_inode: u32,
+    pub iomap_iter_pos: u32,
+    pub iomap_iter_len: u32,
+    pub iomap_iter_flags: u32,
+    pub iomap_iter_length: u32,
     pub _pad: u32,
 }
 
@@ -64,11 +72,23 @@ impl RawDioOffsets {
         iocb_flags: 0,
         iter_count: 0,
         inode_size: 0,
+        iomap_iter_inode: 0,
+        iomap_iter_pos: 0,
+        iomap_iter_len: 0,
+        iomap_iter_flags: 0,
+        iomap_iter_length: 0,
         _pad: 0,
     };
 }
 
 pub const GLOBAL_RAW_DIO_OFFSETS: &str = "RAW_DIO_OFFSETS";
+
+/// `IOMAP_WRITE`, `IOMAP_DIRECT` and `IOMAP_OVERWRITE_ONLY` in an iomap operation's flags
+/// (`include/linux/iomap.h`, stable since 4.x; the overwrite-only bit from 5.15: XFS's first
+/// try at an unaligned direct write, which fails rather than zero, and is retried).
+pub const IOMAP_WRITE: u32 = 1 << 0;
+pub const IOMAP_DIRECT: u32 = 1 << 4;
+pub const IOMAP_OVERWRITE_ONLY: u32 = 1 << 6;
 
 /// Offsets of `iomap_dio_rw_begin`'s fields.
 #[repr(C)]

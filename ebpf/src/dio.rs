@@ -12,12 +12,15 @@ use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint, tracepoint},
-    maps::Array,
+    maps::{Array, LruHashMap},
     programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DIO, RecordHeader,
-    dio::{DioOffsets, DioRecord, RawDioOffsets},
+    dio::{
+        DioOffsets, DioRecord, IOMAP_DIRECT, IOMAP_OVERWRITE_ONLY, IOMAP_WRITE, KI_DIRECT,
+        KI_WRITE, RawDioOffsets,
+    },
     maps::COUNTER_RING_DROPPED,
     sync::FILE_NAME_LEN,
 };
@@ -171,5 +174,96 @@ pub fn raw_dio_begin(ctx: RawTracePointContext) -> i32 {
         name: id.name,
         parent: id.parent,
     });
+    0
+}
+
+/// The call a direct I/O's iomap operation starts, from its flags, inode, position and
+/// length (kernels without `iomap_dio_rw_begin`). Streamed only when not aligned; the
+/// overwrite-only try XFS makes first is not a call of its own (it fails rather than zero,
+/// and XFS retries).
+#[inline(always)]
+fn iomap_call(flags: u32, inode: u64, pos: u64, count: u64) -> Option<Call> {
+    if flags & IOMAP_DIRECT == 0 || flags & IOMAP_OVERWRITE_ONLY != 0 || aligned(pos, count) {
+        return None;
+    }
+    let (dev, ino) = file::inode_id(inode).ok()?;
+    let isize: i64 = read(inode, RAW_DIO_OFFSETS.load().inode_size).ok()?;
+    Some(Call {
+        dev,
+        ino,
+        isize,
+        pos,
+        count,
+        ki_flags: KI_DIRECT
+            | if flags & IOMAP_WRITE != 0 {
+                KI_WRITE
+            } else {
+                0
+            },
+        dio_flags: 0,
+        name: [0; FILE_NAME_LEN],
+        parent: [0; FILE_NAME_LEN],
+    })
+}
+
+/// Raw `iomap_iter(struct iomap_iter *iter, ops, caller)` (5.15 to 6.3): a direct I/O call
+/// is its first iteration, before any mapping (`iomap.length` 0).
+#[raw_tracepoint(tracepoint = "iomap_iter")]
+pub fn raw_dio_iter(ctx: RawTracePointContext) -> i32 {
+    let iter: u64 = ctx.arg(0);
+    let o = RAW_DIO_OFFSETS.load();
+    let Ok(flags) = read::<u32>(iter, o.iomap_iter_flags) else {
+        return 0;
+    };
+    if flags & IOMAP_DIRECT == 0 {
+        return 0;
+    }
+    if read::<u64>(iter, o.iomap_iter_length).is_ok_and(|length| length != 0) {
+        return 0;
+    }
+    let (Ok(inode), Ok(pos), Ok(count)) = (
+        read::<u64>(iter, o.iomap_iter_inode),
+        read::<u64>(iter, o.iomap_iter_pos),
+        read::<u64>(iter, o.iomap_iter_len),
+    ) else {
+        return 0;
+    };
+    if let Some(call) = iomap_call(flags, inode, pos, count) {
+        emit(&call);
+    }
+    0
+}
+
+/// Where a thread's last unaligned `iomap_apply` ended: its later extents of one call end
+/// there too, and start further on.
+#[map]
+static DIO_APPLY_LAST: LruHashMap<u32, [u64; 3]> = LruHashMap::with_max_entries(1_024, 0);
+
+/// Raw `iomap_apply(inode, pos, length, flags, ops, actor, caller)` (before 5.15): called
+/// once per extent of a direct I/O, each with the rest of the call; a call is its first
+/// apply (the same thread, file and end with a later start is a continuation).
+#[raw_tracepoint(tracepoint = "iomap_apply")]
+pub fn raw_dio_apply(ctx: RawTracePointContext) -> i32 {
+    let flags = ctx.arg::<u64>(3) as u32;
+    if flags & IOMAP_DIRECT == 0 {
+        return 0;
+    }
+    let (inode, pos, count): (u64, u64, u64) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
+    let Some(call) = iomap_call(flags, inode, pos, count) else {
+        return 0;
+    };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let end = pos.wrapping_add(count);
+    if let Some(last) = DIO_APPLY_LAST.get_ptr(&tid)
+        // SAFETY: a valid map value, copied out.
+        && let [ino, last_end, last_pos] = unsafe { *last }
+        && ino == call.ino
+        && last_end == end
+        && pos > last_pos
+    {
+        return 0;
+    }
+    let _ = DIO_APPLY_LAST.insert(&tid, &[call.ino, end, pos], 0);
+    emit(&call);
     0
 }

@@ -126,13 +126,14 @@ pub fn raw_block_start(ctx: RawTracePointContext) -> i32 {
 /// `block_rq_insert` as the creation of a request, where the kernel has no `block_io_start`
 /// (before 6.5): a request goes into a scheduler or onto a dispatch list in the task that
 /// submitted it, and one issued directly is attributed when issued. A requeued request is
-/// inserted again: it keeps its first creation.
+/// inserted again and starts over (as a slot left by a lost completion must).
 #[raw_tracepoint(tracepoint = "block_rq_insert")]
 pub fn raw_block_start_insert(ctx: RawTracePointContext) -> i32 {
-    let key = key(request(&ctx));
-    if inflight::find(&key).is_none() {
-        created_by_current_task(&key, unsafe { bpf_ktime_get_ns() }, ORIGIN_INSERT);
-    }
+    created_by_current_task(
+        &key(request(&ctx)),
+        unsafe { bpf_ktime_get_ns() },
+        ORIGIN_INSERT,
+    );
     0
 }
 

@@ -3,7 +3,7 @@
 
 use std::{
     io::{BufRead as _, BufReader},
-    os::unix::process::ExitStatusExt as _,
+    os::unix::process::{CommandExt as _, ExitStatusExt as _},
     path::{Path, PathBuf},
     process::{Child, ChildStdout, Command, Stdio},
     sync::mpsc,
@@ -60,6 +60,50 @@ pub fn unprivileged_copy(tag: &str) -> (PathBuf, PathBuf) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     (dir, exe)
+}
+
+/// The capability set the README documents (and the systemd unit grants), as setpriv names
+/// them: an unprivileged user holding only these runs the probes fully.
+pub const DOCUMENTED_CAPS: &str = "+bpf,+perfmon,+dac_read_search,+sys_ptrace,+syslog";
+
+/// `setpriv` running `exe` as nobody (uid/gid 65534, no groups) holding `caps` (inheritable
+/// and ambient, so they survive the exec), with RLIMIT_MEMLOCK unlimited, as the packaged
+/// unit sets it (`LimitMEMLOCK=infinity`: kernels before 5.11 charge BPF memory to it).
+pub fn as_nobody_with(caps: &str, exe: &std::path::Path) -> Command {
+    let mut command = Command::new("setpriv");
+    command
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            &format!("--inh-caps={caps}"),
+            &format!("--ambient-caps={caps}"),
+        ])
+        .arg(exe)
+        .env_remove("RUST_BACKTRACE");
+    // SAFETY: get/setrlimit are async-signal-safe; they run as root before setpriv drops it.
+    // Best effort: a root without CAP_SYS_RESOURCE (some sandboxes) can only raise the soft
+    // limit to the hard one, which kernels that charge memcg instead do not need.
+    unsafe {
+        command.pre_exec(|| {
+            let unlimited = libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) != 0 {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) == 0 {
+                    limit.rlim_cur = limit.rlim_max;
+                    libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit);
+                }
+            }
+            Ok(())
+        });
+    }
+    command
 }
 
 /// Runs a command and panics with its output when it fails.

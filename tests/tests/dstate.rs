@@ -1,7 +1,7 @@
 //! D-state tasks end to end: real scheduler probes, a parent blocked in vfork, an fsync writer
 //! under blkio throttling, and a sleeping process that must never be listed.
 
-use std::{process::Command, thread, time::Duration};
+use std::{thread, time::Duration};
 
 use iotop_bpf_integration::{
     BlkioThrottle, JsonRun, LoopFs, entries_of, findings_of, num, require_root, workload_in,
@@ -151,9 +151,27 @@ fn a_sleeping_process_is_never_listed() {
         return;
     }
     let run = JsonRun::start(&[]);
-    let mut sleeper = Command::new("sleep").arg("3").spawn().unwrap();
-    let pid = sleeper.id();
-    sleeper.wait().unwrap();
+    // A forked child that only sleeps: no exec, whose page faults on a network root (the
+    // kernel matrix's 9p) would be real D episodes.
+    // SAFETY: the child only calls async-signal-safe functions (nanosleep, _exit).
+    let pid = unsafe {
+        match libc::fork() {
+            0 => {
+                let three = libc::timespec {
+                    tv_sec: 3,
+                    tv_nsec: 0,
+                };
+                libc::nanosleep(&three, std::ptr::null_mut());
+                libc::_exit(0);
+            }
+            pid => {
+                assert!(pid > 0, "fork");
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+                pid as u32
+            }
+        }
+    };
     let intervals = run.stop();
     assert!(
         in_d(&intervals, pid).is_empty() && recent(&intervals, pid).is_empty(),

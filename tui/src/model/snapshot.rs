@@ -368,6 +368,8 @@ pub struct Party {
 pub struct SyncPopulation {
     pub calls: u64,
     pub payload_bytes: u64,
+    /// The write system calls that made up the payload.
+    pub payload_writes: u64,
     pub own_bytes: u64,
     pub charged_bytes: u64,
     pub min_payload: u64,
@@ -386,6 +388,13 @@ impl SyncPopulation {
 
     pub fn mean_payload(&self) -> u64 {
         self.payload_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+
+    /// The mean write system call of the payload (0 without one).
+    pub fn mean_write(&self) -> u64 {
+        self.payload_bytes
+            .checked_div(self.payload_writes)
+            .unwrap_or(0)
     }
 
     pub fn mean_own(&self) -> u64 {

@@ -188,6 +188,7 @@ impl SyncPopulation {
         let payload = sync.call.window_bytes;
         self.calls += 1;
         self.payload_bytes += payload;
+        self.payload_writes += sync.call.window_writes;
         self.own_bytes += sync.own_bytes;
         self.charged_bytes += sync.charged_bytes;
         self.max_payload = self.max_payload.max(payload);
@@ -212,6 +213,7 @@ impl SyncPopulation {
         };
         self.calls += other.calls;
         self.payload_bytes += other.payload_bytes;
+        self.payload_writes += other.payload_writes;
         self.own_bytes += other.own_bytes;
         self.charged_bytes += other.charged_bytes;
         self.max_payload = self.max_payload.max(other.max_payload);

@@ -48,7 +48,9 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         .map_or_else(|| "the journal".to_string(), |p| p.comm.clone());
     let kind = s.kind;
     let block = small.fs_block_size;
-    let avg_write = s.window_bytes / s.window_writes.max(1);
+    // Of the calls judged (they settle an interval or so after they end, when this
+    // interval's own windows may hold none).
+    let avg_write = small.mean_write();
     let populations = describe(kind, small, large, &journal);
     let mut finding = Finding::new(
         scene,

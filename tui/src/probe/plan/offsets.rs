@@ -160,6 +160,19 @@ pub fn dio(k: &KernelFacts) -> Result<RawDioOffsets, String> {
         iocb_flags: off(k, "kiocb", "ki_flags")?,
         iter_count: off(k, "iov_iter", "count")?,
         inode_size: off(k, "inode", "i_size")?,
-        _pad: 0,
+        ..RawDioOffsets::ZERO
+    })
+}
+
+/// Where the raw `iomap_iter` probe finds a direct I/O call (kernels before 6.4).
+pub fn dio_iter(k: &KernelFacts) -> Result<RawDioOffsets, String> {
+    Ok(RawDioOffsets {
+        inode_size: off(k, "inode", "i_size")?,
+        iomap_iter_inode: off(k, "iomap_iter", "inode")?,
+        iomap_iter_pos: off(k, "iomap_iter", "pos")?,
+        iomap_iter_len: off(k, "iomap_iter", "len")?,
+        iomap_iter_flags: off(k, "iomap_iter", "flags")?,
+        iomap_iter_length: off(k, "iomap_iter", "iomap")? + off(k, "iomap", "length")?,
+        ..RawDioOffsets::ZERO
     })
 }

@@ -53,6 +53,38 @@ fn direct_io(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mu
         "{}: it needs the raw iomap_dio_rw_begin tracepoint ({why})",
         Part::CallLatency.loss()
     ));
+    // Before 6.4: the calls from the iomap operation a direct I/O starts with. Before 5.15
+    // direct I/O runs one iomap_apply per extent (the tracepoint is gone after); then one
+    // iomap_iter loop.
+    if raw && plan.globals.files.inode_sb != 0 {
+        let fallback = if k
+            .raw_tracepoint("iomap_apply")
+            .is_some_and(|p| p.len() >= 4 && p[0].ty == "struct inode *" && p[3].size == 4)
+        {
+            offsets::off(k, "inode", "i_size").ok().map(|inode_size| {
+                (
+                    "raw_dio_apply",
+                    "iomap_apply",
+                    iotop_bpf_common::dio::RawDioOffsets {
+                        inode_size,
+                        ..iotop_bpf_common::dio::RawDioOffsets::ZERO
+                    },
+                )
+            })
+        } else if arg_is(k, "iomap_iter", 0, "iomap_iter") {
+            offsets::dio_iter(k)
+                .ok()
+                .map(|o| ("raw_dio_iter", "iomap_iter", o))
+        } else {
+            None
+        };
+        if let Some((program, tracepoint, offsets)) = fallback {
+            plan.globals.raw_dio = offsets;
+            plan.steps
+                .push(Step::raw(program, tracepoint, Part::DirectIo));
+            return;
+        }
+    }
     let classic_dio = k
         .event("iomap", "iomap_dio_rw_begin")
         .ok_or(why.clone())

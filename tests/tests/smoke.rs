@@ -1,0 +1,314 @@
+//! The kernel matrix's smoke set (`cargo xtask kernels` runs it in every guest; CI runs it
+//! on the host too): the tool starts, sees a dd with exact counts that agree with
+//! /proc/diskstats, counts short-lived processes' fsyncs, names lab001, sees a task in D and
+//! names the XFS tail write. Once as root, once as nobody with the documented capabilities.
+//!
+//! Each check is a cell of the matrix's table: the results go to
+//! `$IOTOP_BPF_SMOKE_OUT/<mode>.txt` (one `cell pass|FAIL detail` line each) when that is
+//! set, and the test fails if any cell does. Counts, not timings: a guest under software
+//! emulation runs 3 to 7 times slower.
+
+use std::{
+    fmt::Write as _,
+    process::{Command, Stdio},
+    thread,
+    time::Duration,
+};
+
+use iotop_bpf_integration::{
+    DOCUMENTED_CAPS, JsonRun, LoopFs, as_nobody_with, binary, entries_of, findings_of, num,
+    process_on_device, require_root, sh, unprivileged_copy, workload,
+};
+use serde_json::Value;
+
+/// Direct writes and reads dd makes on a bare loop device.
+const DD_WRITES: u64 = 300;
+const DD_READS: u64 = 200;
+/// Short-lived processes that each fsync one file and exit.
+const SYNCERS: u64 = 20;
+
+/// One cell of the table: `Ok(what was seen)` or `Err(what was wrong)`.
+type Cell = Result<String, String>;
+
+/// Completed reads and writes of block device `name` (`/proc/diskstats`).
+fn diskstats(name: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/diskstats").unwrap();
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(2) == Some(&name))
+        .map(|f| (f[3].parse().unwrap(), f[7].parse().unwrap()))
+        .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
+}
+
+/// A bare loop device (no filesystem: nothing but dd writes to it).
+struct BareLoop {
+    device: String,
+    backing: String,
+}
+
+impl BareLoop {
+    fn new() -> Self {
+        let backing = format!("/dev/shm/iotop-bpf-smoke-{}.img", std::process::id());
+        let file = std::fs::File::create(&backing).unwrap();
+        file.set_len(64 << 20).unwrap();
+        drop(file);
+        let device = sh("losetup", &["-f", "--show", "--direct-io=off", &backing])
+            .trim()
+            .to_string();
+        Self { device, backing }
+    }
+
+    fn name(&self) -> &str {
+        self.device.trim_start_matches("/dev/")
+    }
+
+    fn dev(&self) -> String {
+        std::fs::read_to_string(format!("/sys/class/block/{}/dev", self.name()))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for BareLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+/// Runs `program args`, returning its pid once it has exited successfully.
+fn run(program: &str, args: &[&str]) -> u32 {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{program} {args:?}: {status}");
+    pid
+}
+
+fn dd_cell(intervals: &[Value], bare: &BareLoop, dd: (u32, u32), stats: (u64, u64)) -> Cell {
+    let writes = process_on_device(intervals, dd.0, &bare.dev());
+    let reads = process_on_device(intervals, dd.1, &bare.dev());
+    let seen = (
+        writes.writes,
+        writes.write_bytes,
+        reads.reads,
+        reads.read_bytes,
+    );
+    let expected = (DD_WRITES, DD_WRITES * 4096, DD_READS, DD_READS * 4096);
+    if seen != expected {
+        return Err(format!(
+            "dd as seen (writes, bytes, reads, bytes) {seen:?}, expected {expected:?}"
+        ));
+    }
+    // Every request of the device, by every process, against the kernel's own count.
+    let (mut disk_reads, mut disk_writes) = (0, 0);
+    for interval in intervals {
+        for d in interval["disks"].as_array().unwrap() {
+            if d["dev"] == bare.dev().as_str() {
+                disk_reads += num(d, "reads");
+                disk_writes += num(d, "writes");
+            }
+        }
+    }
+    if (disk_reads, disk_writes) != stats {
+        return Err(format!(
+            "{}: (reads, writes) {:?} by the tool, {stats:?} by /proc/diskstats",
+            bare.name(),
+            (disk_reads, disk_writes)
+        ));
+    }
+    Ok(format!(
+        "dd {DD_WRITES} writes + {DD_READS} reads exact; {} = diskstats {stats:?}",
+        bare.name()
+    ))
+}
+
+fn syncs_cell(intervals: &[Value], pids: &[u32]) -> Cell {
+    let counted: u64 = pids
+        .iter()
+        .map(|&pid| {
+            entries_of(intervals, pid)
+                .iter()
+                .map(|p| p["sync_kinds"]["fsync"].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        })
+        .sum();
+    if counted == SYNCERS {
+        Ok(format!("{counted} of {SYNCERS} short-lived fsyncs"))
+    } else {
+        Err(format!(
+            "{counted} of {SYNCERS} short-lived `sync FILE` fsyncs counted"
+        ))
+    }
+}
+
+fn dstate_cell(intervals: &[Value], pid: u32, seconds: u64) -> Cell {
+    let longest = intervals
+        .iter()
+        .flat_map(|i| {
+            i["dstate"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .chain(i["dstate_recent"].as_array().unwrap())
+        })
+        .filter(|d| d["pid"].as_u64() == Some(u64::from(pid)))
+        .map(|d| {
+            d["blocked_ms"]
+                .as_u64()
+                .or_else(|| d["duration_ms"].as_u64())
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0);
+    // At least most of the wait (the last interval may end before it does).
+    if longest * 2 >= seconds * 1000 {
+        Ok(format!("vfork parent in D {longest} ms of {seconds} s"))
+    } else {
+        Err(format!(
+            "vfork parent seen in D {longest} ms, it waited {seconds} s"
+        ))
+    }
+}
+
+fn finding_cell(intervals: &[Value], kind: &str, pid: u32, what: &str) -> Cell {
+    match findings_of(intervals, kind, pid).first() {
+        Some(f) => Ok(format!(
+            "{what}: {kind} ({})",
+            f["file"].as_str().unwrap_or("no file")
+        )),
+        None => Err(format!("{what} (pid {pid}) raised no {kind}")),
+    }
+}
+
+/// Runs every workload under one run of the tool started by `command`, and judges each cell.
+fn smoke(mode: &str, command: Command) -> Vec<(&'static str, Cell)> {
+    let bare = BareLoop::new();
+    let ext4 = LoopFs::new("ext4", 256);
+    let xfs = LoopFs::new("xfs", 512);
+    let synced = ext4.path("synced");
+    std::fs::write(&synced, b"x").unwrap();
+
+    let tool = JsonRun::start_command(command);
+    let before = diskstats(bare.name());
+    let of = format!("of={}", bare.device);
+    let iff = format!("if={}", bare.device);
+    let count_w = format!("count={DD_WRITES}");
+    let count_r = format!("count={DD_READS}");
+    let dd_write = run(
+        "dd",
+        &["if=/dev/zero", &of, "bs=4k", &count_w, "oflag=direct"],
+    );
+    let dd_read = run(
+        "dd",
+        &[&iff, "of=/dev/null", "bs=4k", &count_r, "iflag=direct"],
+    );
+    // Settled: the requests completed before the tool is stopped.
+    thread::sleep(Duration::from_millis(500));
+    let after = diskstats(bare.name());
+    let syncers: Vec<u32> = (0..SYNCERS)
+        .map(|_| run("sync", &[synced.to_str().unwrap()]))
+        .collect();
+    // lab001 as built in, for a count of writes rather than a time (a 2 MiB one among them).
+    let lab001_dir = ext4.path("lab001");
+    std::fs::create_dir_all(&lab001_dir).unwrap();
+    let (lab001, _) = workload(&[
+        "lab001",
+        "--dir",
+        lab001_dir.to_str().unwrap(),
+        "--count",
+        "300",
+    ]);
+    const D_SECONDS: u64 = 3;
+    let (dstate, _) = workload(&["dstate", "--seconds", &D_SECONDS.to_string()]);
+    let (tail, _) = workload(&[
+        "dio-tail",
+        "--dir",
+        xfs.path("dio").to_str().unwrap(),
+        "--offset",
+        "1536",
+        "--size",
+        "1048576",
+        "--count",
+        "20",
+    ]);
+    thread::sleep(Duration::from_millis(1500));
+    let intervals = tool.stop();
+
+    let disk = (after.0 - before.0, after.1 - before.1);
+    let dropped: u64 = intervals.iter().map(|i| num(&i["events"], "dropped")).sum();
+    let cells = vec![
+        (
+            "starts",
+            if dropped == 0 {
+                Ok(format!(
+                    "{} intervals as {mode}, 0 dropped",
+                    intervals.len()
+                ))
+            } else {
+                Err(format!("{dropped} records dropped"))
+            },
+        ),
+        (
+            "attribution",
+            dd_cell(&intervals, &bare, (dd_write, dd_read), disk),
+        ),
+        ("syncs", syncs_cell(&intervals, &syncers)),
+        (
+            "lab001",
+            finding_cell(&intervals, "write_amplification", lab001, "lab001"),
+        ),
+        ("dstate", dstate_cell(&intervals, dstate, D_SECONDS)),
+        (
+            "xfs tail",
+            finding_cell(&intervals, "sub_block_tail_write", tail, "dio-tail on XFS"),
+        ),
+    ];
+    cells
+}
+
+/// Writes the cells where the matrix collects them, prints them, and fails on any failure.
+fn report(mode: &str, cells: &[(&str, Cell)]) {
+    let mut text = String::new();
+    for (cell, result) in cells {
+        let _ = match result {
+            Ok(seen) => writeln!(text, "{cell}\tpass\t{seen}"),
+            Err(why) => writeln!(text, "{cell}\tFAIL\t{why}"),
+        };
+    }
+    eprintln!("smoke as {mode}:\n{text}");
+    if let Some(dir) = std::env::var_os("IOTOP_BPF_SMOKE_OUT") {
+        let path = std::path::Path::new(&dir).join(format!("{mode}.txt"));
+        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let failed: Vec<_> = cells.iter().filter(|(_, r)| r.is_err()).collect();
+    assert!(failed.is_empty(), "as {mode}: {failed:?}");
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test` or `cargo xtask kernels`"]
+fn smoke_as_root() {
+    if !require_root("smoke_as_root") {
+        return;
+    }
+    let cells = smoke("root", Command::new(binary()));
+    report("root", &cells);
+}
+
+#[test]
+#[ignore = "needs root (to hand out capabilities): run with `cargo xtask test` or `cargo xtask kernels`"]
+fn smoke_with_the_documented_capabilities() {
+    if !require_root("smoke_with_the_documented_capabilities") {
+        return;
+    }
+    let (dir, exe) = unprivileged_copy("smoke");
+    let cells = smoke("capabilities", as_nobody_with(DOCUMENTED_CAPS, &exe));
+    std::fs::remove_dir_all(&dir).unwrap();
+    report("capabilities", &cells);
+}
