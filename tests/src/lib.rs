@@ -32,13 +32,15 @@ pub fn require_root(test: &str) -> bool {
     false
 }
 
-/// The release binary under test: `IOTOP_BPF_BIN`, else the workspace's target/release.
+/// The binary under test: `IOTOP_BPF_BIN`, else the static one `cargo xtask build` leaves
+/// (the one that ships).
 #[must_use]
 pub fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("IOTOP_BPF_BIN") {
         return PathBuf::from(path);
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/iotop-bpf");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/x86_64-unknown-linux-musl/release/iotop-bpf");
     assert!(
         path.exists(),
         "{} is missing: run `cargo xtask build` or set IOTOP_BPF_BIN",

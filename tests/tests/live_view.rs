@@ -257,3 +257,22 @@ fn w_saves_the_screen_and_shows_where() {
     assert!(screen.contains("EXIT=0"), "{screen}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A probe the kernel refused is said on the status line.
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_refused_probe_is_said_on_the_status_line() {
+    if !require_root("a_refused_probe_is_said_on_the_status_line") {
+        return;
+    }
+    let tmux = Tmux::start(
+        "refused",
+        &format!("IOTOP_BPF_FAULT=reject-dstate {}", binary().display()),
+    );
+    let screen = tmux.wait_for("degraded: the D-state pane is off");
+    assert!(
+        screen.contains("degraded: the D-state pane is off: dstate_switch_raw"),
+        "{screen}"
+    );
+    tmux.keys("q");
+}

@@ -17,7 +17,8 @@ use crate::{
 /// arrives (then the partial interval is printed, so nothing seen before it is lost).
 pub async fn run(cli: &Cli, mut pipeline: Pipeline, out: &mut impl Write) -> Result<()> {
     let mut shutdown = Shutdown::install().context("install signal handlers")?;
-    for note in pipeline.notes() {
+    let notes = pipeline.notes();
+    for note in &notes {
         eprintln!("iotop-bpf: degraded: {note}");
     }
     let mut printed = 0u64;
@@ -26,13 +27,13 @@ pub async fn run(cli: &Cli, mut pipeline: Pipeline, out: &mut impl Write) -> Res
             biased;
             () = shutdown.recv() => {
                 if let Some(snap) = pipeline.finish()? {
-                    print(cli, &snap, pipeline.info(), out)?;
+                    print(cli, &snap, pipeline.info(), &notes, out)?;
                 }
                 break;
             }
             step = pipeline.next() => match step? {
                 Step::Interval(snap) => {
-                    if !print(cli, &snap, pipeline.info(), out)? {
+                    if !print(cli, &snap, pipeline.info(), &notes, out)? {
                         break; // stdout closed (e.g. `| head`)
                     }
                     printed += 1;
@@ -48,10 +49,17 @@ pub async fn run(cli: &Cli, mut pipeline: Pipeline, out: &mut impl Write) -> Res
 }
 
 /// Writes one report; `Ok(false)` when the reader went away.
-pub fn print(cli: &Cli, snap: &Snapshot, info: &RunInfo, out: &mut impl Write) -> Result<bool> {
+/// `notes`: what is degraded in this run (in every JSON line, so each stands alone).
+pub fn print(
+    cli: &Cli,
+    snap: &Snapshot,
+    info: &RunInfo,
+    notes: &[String],
+    out: &mut impl Write,
+) -> Result<bool> {
     let ts = report::rfc3339(info.unix_ms(snap));
     let body = if cli.json {
-        json::to_line(snap, ts, &cli.pids) + "\n"
+        json::to_line(snap, ts, &cli.pids, notes) + "\n"
     } else {
         text::interval(snap, &ts[11..19], &cli.pids) + "\n"
     };

@@ -15,6 +15,7 @@ pub mod export;
 pub mod feed;
 pub mod generate;
 pub mod headless;
+pub mod heap;
 pub mod history;
 pub mod model;
 pub mod offline;

@@ -71,7 +71,7 @@ const LOAD_IOPS: u32 = 200_000;
 
 pub fn bench(args: &Args) -> Result<()> {
     if !args.prepared {
-        crate::setup::setup(true)?;
+        crate::setup::setup(crate::setup::Scope::Bench)?;
         crate::build_release()?;
     }
     if !is_root() {

@@ -6,7 +6,7 @@
 //!
 //! `cargo xtask dist --check` (and `cargo xtask test`) then installs it with `dpkg -i`, checks
 //! what a user would (`iotop-bpf --version`, `man -w iotop-bpf`, completions, the unit), and
-//! removes and purges it again.
+//! removes and purges it again. The binary it ships is the static one ([`build_static`]).
 
 use std::{
     fs,
@@ -27,48 +27,50 @@ pub struct Args {
     /// Then install the package with dpkg, check it, and remove and purge it (needs root).
     #[arg(long)]
     pub check: bool,
-    /// Also build a static (musl) binary and a tarball of it with the same files, for hosts
-    /// that are not Debian (a second full build, about 2 minutes).
-    #[arg(long)]
-    pub musl: bool,
 }
 
-const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
-/// Builds the static binary and target/dist/iotop-bpf-VERSION-x86_64-linux-musl.tar.gz: the
-/// binary, man pages, completions, unit, dashboard and README under one directory.
-pub fn build_musl_tarball() -> Result<PathBuf> {
+/// Builds the static binary (musl, with the eBPF object embedded): what the package and the
+/// tarball ship, and what the kernel matrix runs. It runs on any x86-64 Linux, whatever its
+/// C library (Debian 11's glibc 2.31, Alpine's musl).
+pub fn build_static() -> Result<PathBuf> {
     let targets = stdout_of(cmd("rustup").args(["target", "list", "--installed"]))?;
     if !targets.lines().any(|t| t.trim() == MUSL_TARGET) {
         println!("installing the Rust target {MUSL_TARGET}");
         run(cmd("rustup").args(["target", "add", MUSL_TARGET]))?;
     }
-    // Rust's musl target links its own C library: no musl-gcc needed, as no dependency
-    // compiles C.
-    run(cmd("cargo").args([
-        "build",
-        "--release",
-        "--target",
-        MUSL_TARGET,
-        "--package",
-        PACKAGE,
-    ]))?;
-    let binary = root_dir()
-        .join("target")
-        .join(MUSL_TARGET)
-        .join("release")
-        .join(PACKAGE);
+    // zstd-sys compiles C: with musl's compiler wrapper (Debian's musl-tools).
+    run(cmd("cargo")
+        .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
+        .args([
+            "build",
+            "--release",
+            "--target",
+            MUSL_TARGET,
+            "--package",
+            PACKAGE,
+        ]))?;
+    let binary = crate::util::release_binary();
     let dump = stdout_of(cmd("objdump").arg("-p").arg(&binary))?;
     if dump.lines().any(|l| l.trim().starts_with("NEEDED")) {
         bail!("{} is not static:\n{dump}", binary.display());
     }
+    let file = stdout_of(cmd("file").arg("-b").arg(&binary)).unwrap_or_default();
+    println!("built {}: {}", binary.display(), file.trim());
+    Ok(binary)
+}
+
+/// target/dist/iotop-bpf-VERSION-x86_64-linux-musl.tar.gz: the static binary, man pages,
+/// completions, unit, dashboard and README under one directory.
+pub fn build_tarball(binary: &Path) -> Result<PathBuf> {
     let dist = root_dir().join("target/dist");
     let name = format!("{PACKAGE}-{VERSION}-x86_64-linux-musl");
     let root = dist.join(&name);
     if root.exists() {
         fs::remove_dir_all(&root)?;
     }
-    let bin = put(&root, PACKAGE, &fs::read(&binary)?, 0o755)?;
+    let bin = put(&root, PACKAGE, &fs::read(binary)?, 0o755)?;
     run(cmd("strip").args(["--strip-unneeded"]).arg(&bin))?;
     let generated = root.join("share");
     stdout_of(Command::new(&bin).env("IOTOP_BPF_GENERATE", &generated))
@@ -203,6 +205,11 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
     )?;
 
     let depends = depends(binary)?;
+    let depends_line = if depends.is_empty() {
+        String::new()
+    } else {
+        format!("Depends: {depends}\n")
+    };
     let installed_kib = disk_usage_kib(&root)?;
     let control = format!(
         "Package: {PACKAGE}\n\
@@ -210,7 +217,7 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
          Architecture: {arch}\n\
          Maintainer: iotop-bpf developers <iotop-bpf@users.noreply.github.com>\n\
          Installed-Size: {installed_kib}\n\
-         Depends: {depends}\n\
+         {depends_line}\
          Section: admin\n\
          Priority: optional\n\
          Homepage: https://github.com/iotop-bpf/iotop-bpf\n\
@@ -244,9 +251,14 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
         .arg(&deb))?;
     let size = fs::metadata(&deb)?.len();
     println!(
-        "built {} ({:.1} MiB; installs {installed_kib} KiB; depends: {depends})",
+        "built {} ({:.1} MiB; installs {installed_kib} KiB; depends: {})",
         deb.display(),
-        size as f64 / (1 << 20) as f64
+        size as f64 / (1 << 20) as f64,
+        if depends.is_empty() {
+            "nothing"
+        } else {
+            &depends
+        }
     );
     Ok(deb)
 }
@@ -282,7 +294,8 @@ fn depends(binary: &Path) -> Result<String> {
         }
     }
     if needed.is_empty() {
-        return Ok("libc6".to_string());
+        // Static: nothing.
+        return Ok(String::new());
     }
     Ok(needed
         .iter()
@@ -414,21 +427,10 @@ fn check_installed() -> Result<()> {
     if version.trim() != format!("{PACKAGE} {VERSION}") {
         bail!("iotop-bpf --version says {version:?}");
     }
-    // No Rust and no LLVM needed: only the C library (libc6) and libgcc_s (libgcc-s1).
-    let libs = stdout_of(cmd("ldd").arg("/usr/bin/iotop-bpf"))?;
-    for line in libs.lines() {
-        let lib = line.split_whitespace().next().unwrap_or("");
-        if ![
-            "linux-vdso.so.1",
-            "libgcc_s.so.1",
-            "libc.so.6",
-            "libm.so.6",
-            "/lib64/ld-linux-x86-64.so.2",
-        ]
-        .contains(&lib)
-        {
-            bail!("the installed binary links {lib}:\n{libs}");
-        }
+    // Nothing needed where it is installed: the binary is static.
+    let dump = stdout_of(cmd("objdump").args(["-p", "/usr/bin/iotop-bpf"]))?;
+    if let Some(lib) = dump.lines().find(|l| l.trim().starts_with("NEEDED")) {
+        bail!("the installed binary is not static: {}", lib.trim());
     }
     let page = stdout_of(cmd("man").args(["-w", PACKAGE]))?;
     if page.trim() != "/usr/share/man/man1/iotop-bpf.1.gz" {

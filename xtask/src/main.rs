@@ -2,6 +2,7 @@
 
 mod bench;
 mod dist;
+mod kernels;
 mod setup;
 mod util;
 
@@ -25,7 +26,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install what is missing: nightly + rust-src, Debian packages, bpf-linker (idempotent).
+    /// Install what is missing: nightly + rust-src, Debian packages, bpf-linker, and the
+    /// tests' tools (idempotent).
     Setup {
         /// Also install the benchmark's peer tools (bpftrace).
         #[arg(long)]
@@ -39,8 +41,12 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// Set up, build, run the workspace tests, then the privileged integration tests as root.
+    /// Set up, build, run the workspace tests, then the privileged integration tests as root,
+    /// the package check and the kernel matrix.
     Test,
+    /// Boot Debian's 5.10, 6.1 and 6.12 kernels under QEMU and run the static binary's check
+    /// and the smoke set in each, as root and with the documented capabilities (needs root).
+    Kernels(kernels::Args),
     /// Build, then install the binary as /usr/local/bin/iotop-bpf.
     Install,
     /// Compare fio IOPS without a tracer, with iotop-bpf, and with bpftrace (needs root).
@@ -52,7 +58,8 @@ enum Task {
         #[arg(long)]
         only: Option<String>,
     },
-    /// Build, then a Debian package in target/dist/ (binary, man pages, completions, unit).
+    /// Build the static binary, then a Debian package and a tarball of it in target/dist/
+    /// (binary, man pages, completions, unit).
     Dist(dist::Args),
 }
 
@@ -69,18 +76,25 @@ fn main() -> ExitCode {
 
 fn task(task: Task) -> Result<()> {
     match task {
-        Task::Setup { bench } => setup::setup(bench),
+        Task::Setup { bench } => setup::setup(if bench {
+            setup::Scope::Bench
+        } else {
+            setup::Scope::Test
+        }),
         Task::Build => build().map(drop),
         Task::Run { args } => run_binary(args),
         Task::Test => test(),
         Task::Install => install(),
         Task::Bench(args) => bench::bench(&args),
         Task::Eval { only } => eval(only.as_deref()),
+        Task::Kernels(args) => {
+            setup::setup(setup::Scope::Test)?;
+            kernels::kernels(&args, &build_release()?)
+        }
         Task::Dist(args) => {
-            let deb = dist::build_deb(&build()?)?;
-            if args.musl {
-                dist::build_musl_tarball()?;
-            }
+            let binary = build()?;
+            let deb = dist::build_deb(&binary)?;
+            dist::build_tarball(&binary)?;
             if args.check {
                 dist::check_deb(&deb)?;
             }
@@ -90,22 +104,14 @@ fn task(task: Task) -> Result<()> {
 }
 
 fn build() -> Result<PathBuf> {
-    setup::setup(false)?;
+    setup::setup(setup::Scope::Build)?;
     build_release()
 }
 
-/// One cargo profile everywhere (`--release`): each extra profile is a slow rebuild on 2 cores.
+/// One binary everywhere, the static one that ships, in one cargo profile (`--release`):
+/// each extra build is minutes on 2 cores.
 fn build_release() -> Result<PathBuf> {
-    run(cmd("cargo").args(["build", "--release", "--package", "iotop-bpf"]))?;
-    let binary = release_binary();
-    if !binary.is_file() {
-        bail!(
-            "the build succeeded but {} does not exist",
-            binary.display()
-        );
-    }
-    println!("built {}", binary.display());
-    Ok(binary)
+    dist::build_static()
 }
 
 fn run_binary(args: Vec<OsString>) -> Result<()> {
@@ -145,17 +151,24 @@ fn test() -> Result<()> {
         passed
     };
     // Later steps need the toolchain and the binary; the two test runs are independent.
-    if record("setup", setup::setup(false).map(|()| Outcome::Passed))
-        && record(
-            "build release binary",
-            build_release().map(|_| Outcome::Passed),
-        )
-    {
+    if record(
+        "setup",
+        setup::setup(setup::Scope::Test).map(|()| Outcome::Passed),
+    ) && record(
+        "build static binary",
+        build_release().map(|_| Outcome::Passed),
+    ) {
         record("workspace tests", workspace_tests());
         record("privileged tests", privileged_tests());
-        record("debian package", debian_package());
+        record("debian package", debian_package(&release_binary()));
+        record("kernel matrix", kernel_matrix());
     } else {
-        for name in ["workspace tests", "privileged tests", "debian package"] {
+        for name in [
+            "workspace tests",
+            "privileged tests",
+            "debian package",
+            "kernel matrix",
+        ] {
             record(
                 name,
                 Ok(Outcome::Skipped("not run: an earlier step failed".into())),
@@ -196,10 +209,25 @@ fn workspace_tests() -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// The package of the binary just built: it installs, works and removes cleanly (dpkg needs
+/// The kernel matrix, on the static binary (root: skipped visibly without it, failed in CI).
+fn kernel_matrix() -> Result<Outcome> {
+    if !is_root() {
+        let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        if ci {
+            bail!("the kernel matrix needs root: run as root in CI");
+        }
+        eprintln!("\nSKIPPED the kernel matrix: not root (`sudo cargo xtask kernels`)\n");
+        return Ok(Outcome::Skipped("not root".into()));
+    }
+    kernels::kernels(&kernels::Args::default(), &release_binary())?;
+    Ok(Outcome::Passed)
+}
+
+/// The package of the static binary: it installs, works and removes cleanly (dpkg needs
 /// root: through sudo when not root, skipped like the privileged tests without it).
-fn debian_package() -> Result<Outcome> {
-    let deb = dist::build_deb(&release_binary())?;
+fn debian_package(binary: &std::path::Path) -> Result<Outcome> {
+    let deb = dist::build_deb(binary)?;
+    dist::build_tarball(binary)?;
     if !is_root() && find_in_path("sudo").is_none() {
         let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         if ci {

@@ -7,12 +7,14 @@ use anyhow::{Context, Result, bail};
 
 use crate::util::{as_root, cmd, describe, find_in_path, run, stdout_of};
 
-/// bpf-linker links against these (Debian 12 ships LLVM 14; LLVM 22 matches nightly's).
+/// bpf-linker links against these (Debian 12 ships LLVM 14; LLVM 22 matches nightly's);
+/// musl-tools compiles zstd's C for the static binary.
 const BUILD_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
     "zlib1g-dev",
+    "musl-tools",
 ];
 /// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
 /// for the live view's; man and systemd-analyze for the package check; sqlite3 and python3
@@ -40,9 +42,18 @@ const TEST_PACKAGES_ALONE: &[&str] = &["prometheus"];
 const BENCH_PACKAGES: &[&str] = &[];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
-pub fn setup(bench: bool) -> Result<()> {
+/// What is set up: building and running need the toolchain alone; the tests add their
+/// tools and the kernel matrix's QEMU; the bench its peers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Build,
+    Test,
+    Bench,
+}
+
+pub fn setup(scope: Scope) -> Result<()> {
     nightly().context("setting up the nightly toolchain")?;
-    packages(bench).context("installing Debian packages")?;
+    packages(scope).context("installing Debian packages")?;
     bpf_linker().context("installing bpf-linker")?;
     Ok(())
 }
@@ -99,16 +110,25 @@ fn deb_installed(package: &str) -> bool {
         .is_ok_and(|out| out.stdout == b"install ok installed")
 }
 
-fn packages(bench: bool) -> Result<()> {
-    let mut wanted = [BUILD_PACKAGES, TEST_PACKAGES].concat();
-    if bench {
+fn packages(scope: Scope) -> Result<()> {
+    let mut wanted = BUILD_PACKAGES.to_vec();
+    if scope != Scope::Build {
+        wanted.extend_from_slice(TEST_PACKAGES);
+        wanted.extend_from_slice(crate::kernels::PACKAGES);
+    }
+    if scope == Scope::Bench {
         wanted.extend_from_slice(BENCH_PACKAGES);
     }
+    let alone: &[&str] = if scope == Scope::Build {
+        &[]
+    } else {
+        TEST_PACKAGES_ALONE
+    };
     if find_in_path("dpkg-query").is_none() {
         bail!(
             "dpkg-query not found: setup knows Debian/Ubuntu only; install the equivalents of {} {} by hand",
             wanted.join(" "),
-            TEST_PACKAGES_ALONE.join(" ")
+            alone.join(" ")
         );
     }
     let missing = |wanted: &[&'static str]| -> Vec<&'static str> {
@@ -118,12 +138,12 @@ fn packages(bench: bool) -> Result<()> {
             .filter(|p| !deb_installed(p))
             .collect()
     };
-    let (missing, missing_alone) = (missing(&wanted), missing(TEST_PACKAGES_ALONE));
+    let (missing, missing_alone) = (missing(&wanted), missing(alone));
     if missing.is_empty() && missing_alone.is_empty() {
         println!(
             "ok: Debian packages {} {}",
             wanted.join(" "),
-            TEST_PACKAGES_ALONE.join(" ")
+            alone.join(" ")
         );
         return Ok(());
     }

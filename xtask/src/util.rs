@@ -19,10 +19,15 @@ pub fn root_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The binary every task builds and uses: the static one (musl), which is what ships.
 pub fn release_binary() -> PathBuf {
     let target =
         env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-    root_dir().join(target).join("release").join("iotop-bpf")
+    root_dir()
+        .join(target)
+        .join(crate::dist::MUSL_TARGET)
+        .join("release")
+        .join("iotop-bpf")
 }
 
 /// `~/.cargo/bin` (or `$CARGO_HOME/bin`): where rustup and `cargo install` put binaries.

@@ -62,8 +62,7 @@ impl Kallsyms {
             let kallsyms = Self::load();
             // The text and the unsorted table are freed by now, in this thread's own
             // malloc arena: give the pages back.
-            // SAFETY: malloc_trim has no preconditions.
-            unsafe { libc::malloc_trim(0) };
+            crate::heap::trim();
             kallsyms
         })
     }

@@ -28,6 +28,10 @@ pub struct Interval<'a> {
     pub dstate_recent: Vec<DStateEpisode<'a>>,
     /// Active findings of this interval, worst first.
     pub findings: Vec<FindingJson<'a>>,
+    /// What is degraded in this run, one line each (a probe the kernel refused, a missing
+    /// capability); absent when nothing is.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub degraded: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -685,7 +689,12 @@ fn round2(x: f64) -> f64 {
 }
 
 /// The JSON object of one interval.
-pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a> {
+pub fn interval<'a>(
+    snap: &'a Snapshot,
+    ts: String,
+    pids: &[u32],
+    degraded: &'a [String],
+) -> Interval<'a> {
     Interval {
         ts,
         interval_s: (snap.interval_secs() * 1000.0).round() / 1000.0,
@@ -742,12 +751,13 @@ pub fn interval<'a>(snap: &'a Snapshot, ts: String, pids: &[u32]) -> Interval<'a
             .filter(|f| f.active)
             .map(FindingJson::from)
             .collect(),
+        degraded,
     }
 }
 
 /// One NDJSON line (no trailing newline).
-pub fn to_line(snap: &Snapshot, ts: String, pids: &[u32]) -> String {
-    serde_json::to_string(&interval(snap, ts, pids))
+pub fn to_line(snap: &Snapshot, ts: String, pids: &[u32], degraded: &[String]) -> String {
+    serde_json::to_string(&interval(snap, ts, pids, degraded))
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
@@ -762,7 +772,8 @@ mod tests {
     fn the_json_contract_is_pinned() {
         let snap = demo_snapshot();
         let value =
-            serde_json::to_value(interval(&snap, "2026-11-22T00:00:01.250Z".into(), &[])).unwrap();
+            serde_json::to_value(interval(&snap, "2026-11-22T00:00:01.250Z".into(), &[], &[]))
+                .unwrap();
         insta::assert_snapshot!("interval", serde_json::to_string_pretty(&value).unwrap());
     }
 
@@ -770,7 +781,7 @@ mod tests {
     fn host_figures_unknown_are_null_not_zero() {
         let mut snap = demo_snapshot();
         snap.host = HostFigures::default();
-        let value = serde_json::to_value(interval(&snap, String::new(), &[])).unwrap();
+        let value = serde_json::to_value(interval(&snap, String::new(), &[], &[])).unwrap();
         let host = value["host"].as_object().unwrap();
         assert_eq!(host.len(), 10, "{host:?}");
         assert!(host.values().all(serde_json::Value::is_null), "{host:?}");
@@ -779,7 +790,7 @@ mod tests {
     #[test]
     fn call_latency_prequeue_and_dirty_pauses_per_process() {
         let snap = crate::model::fixtures::throttled_snapshot();
-        let value = serde_json::to_value(interval(&snap, String::new(), &[])).unwrap();
+        let value = serde_json::to_value(interval(&snap, String::new(), &[], &[])).unwrap();
         let procs = value["processes"].as_array().unwrap();
         let by_pid = |pid: u64| procs.iter().find(|p| p["pid"] == pid).unwrap();
         let fio = by_pid(4321);
@@ -812,7 +823,7 @@ mod tests {
     #[test]
     fn pid_is_the_process_and_tid_the_thread() {
         let snap = demo_snapshot();
-        let value = serde_json::to_value(interval(&snap, String::new(), &[])).unwrap();
+        let value = serde_json::to_value(interval(&snap, String::new(), &[], &[])).unwrap();
         let make = value["dstate"]
             .as_array()
             .unwrap()
