@@ -64,7 +64,7 @@ pub fn unprivileged_copy(tag: &str) -> (PathBuf, PathBuf) {
     (dir, exe)
 }
 
-/// The capability set the README documents (and the systemd unit grants), as setpriv names
+/// The capability set docs/kernels.md documents (and the systemd unit grants), as setpriv names
 /// them: an unprivileged user holding only these runs the probes fully.
 pub const DOCUMENTED_CAPS: &str = "+bpf,+perfmon,+dac_read_search,+sys_ptrace,+syslog";
 

@@ -19,8 +19,8 @@ use crate::export::{
     after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
                   s or < > sort, r reverse, / filter, c cumulative, H heat map, [ ] step back, \
                   w save the screen, ? help.\n\
-                  Needs root, or CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH (plus CAP_SYS_PTRACE and \
-                  CAP_SYSLOG for every feature; see the README's Requirements): sudo iotop-bpf"
+                  Needs root, or CAP_BPF and CAP_PERFMON (plus CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE and \
+                  CAP_SYSLOG for every feature; see docs/kernels.md): sudo iotop-bpf"
 )]
 pub struct Cli {
     /// Print a text report every interval instead of the live view (like `iotop -b`).

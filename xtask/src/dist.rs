@@ -83,6 +83,10 @@ pub fn build_tarball(binary: &Path) -> Result<PathBuf> {
     ] {
         put(&root, to, &fs::read(repo.join(from))?, 0o644)?;
     }
+    for page in docs()? {
+        let name = page.file_name().unwrap_or_default().to_string_lossy();
+        put(&root, &format!("docs/{name}"), &fs::read(&page)?, 0o644)?;
+    }
     let tarball = dist.join(format!("{name}.tar.gz"));
     run(cmd("tar")
         .args(["--owner=0", "--group=0", "--numeric-owner", "-czf"])
@@ -97,6 +101,18 @@ pub fn build_tarball(binary: &Path) -> Result<PathBuf> {
         fs::metadata(&tarball)?.len() as f64 / (1 << 20) as f64
     );
     Ok(tarball)
+}
+
+/// The README's pages (docs/*.md and their pictures), sorted.
+fn docs() -> Result<Vec<PathBuf>> {
+    let mut pages: Vec<PathBuf> = fs::read_dir(root_dir().join("docs"))
+        .context("read docs/")?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md" || e == "png"))
+        .collect();
+    pages.sort();
+    Ok(pages)
 }
 
 /// Where each generated or shipped file goes in the package.
@@ -197,6 +213,11 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
         0o644,
     )?;
     run(cmd("gzip").args(["-9nf"]).arg(&readme))?;
+    // The pages the README links to, uncompressed so that its links work.
+    for page in docs()? {
+        let name = page.file_name().unwrap_or_default().to_string_lossy();
+        put(&root, &format!("{DOC}/docs/{name}"), &fs::read(&page)?, 0o644)?;
+    }
     put(
         &root,
         &format!("{DOC}/copyright"),

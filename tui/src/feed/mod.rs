@@ -391,7 +391,7 @@ impl LiveFeed {
 /// Distinct cgroups collected per interval at most (a host runs a few hundred).
 const MAX_CGROUPS_PER_INTERVAL: usize = 4096;
 /// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs ~300 ns of
-/// BPF time per direct I/O call on an iomap filesystem (README, Overhead), so by
+/// BPF time per direct I/O call on an iomap filesystem (docs/overhead.md), so by
 /// default (`auto`) only while some cgroup I/O control (blk-throttle, io.max, io.latency,
 /// iocost) is configured on the host, looked for every [`CONTROL_SCAN_EVERY_NS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! - A call is settled [`SETTLE_NS`] after it ended, once every write that could be charged to
 //!   it has been: its [`SettledSync`] carries the whole cost of that one call.
 //!
-//! Limits (README): background write-back that overlaps a sync is charged to it; a commit
+//! Limits (docs/sync.md): background write-back that overlaps a sync is charged to it; a commit
 //! that began before the sync is not; a write completing more than `GRACE_NS` after a call
 //! ended reaches the callers' totals but not the call's own cost.
 //!

@@ -2,7 +2,7 @@
 //! Every missing piece is named in one message, capabilities by name. Whether the kernel can
 //! run the probes is the plan's to decide, from its BTF (`plan.rs`), not from a version.
 //!
-//! What each capability is for (README, Requirements):
+//! What each capability is for (docs/kernels.md, Requirements):
 //!
 //! - `CAP_BPF`: create maps, load programs;
 //! - `CAP_PERFMON`: load tracing programs, read kernel memory from them, take stack traces
@@ -106,7 +106,7 @@ impl Caps {
         }
         if !self.has(CAP_SYS_ADMIN) {
             notes.push(
-                "no CAP_SYS_ADMIN: threads already in D state at start show one frame (/proc/PID/wchan), not their /proc/PID/stack"
+                "no CAP_SYS_ADMIN: threads already in D state at start show one frame (/proc/PID/wchan), not their /proc/PID/stack; the probes' own cost (BPF time per I/O) is measured only while kernel.bpf_stats_enabled is 1"
                     .to_string(),
             );
         }
@@ -128,7 +128,7 @@ fn check_with(
     if !missing.is_empty() {
         return Err(EnvironmentError {
             problems: vec![format!(
-                "needs root, or the capabilities CAP_BPF and CAP_PERFMON to load eBPF probes (missing: {}): run it as `sudo iotop-bpf`, or see the README's Requirements for the capability set",
+                "needs root, or the capabilities CAP_BPF and CAP_PERFMON to load eBPF probes (missing: {}): run it as `sudo iotop-bpf`, or see docs/kernels.md for the capability set",
                 missing.join(", ")
             )],
         });
