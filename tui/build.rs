@@ -19,6 +19,12 @@ fn main() -> anyhow::Result<()> {
         .to_str()
         .ok_or_else(|| anyhow::anyhow!("non-UTF-8 path"))?;
     println!("cargo:rerun-if-changed={ebpf_dir}/../common/src");
+    // aya-build shows everything the inner cargo prints on stderr as a build-script warning:
+    // "Compiling core ...", fifty lines of them, which read as breakage. A quiet inner cargo
+    // prints only what is wrong (its compiler messages come through its JSON output, which
+    // aya-build still shows).
+    // SAFETY: set before any thread of this build script starts.
+    unsafe { env::set_var("CARGO_TERM_QUIET", "true") };
     aya_build::build_ebpf(
         [aya_build::Package {
             name: "iotop-bpf-ebpf",
