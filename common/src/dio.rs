@@ -83,6 +83,10 @@ impl RawDioOffsets {
 
 pub const GLOBAL_RAW_DIO_OFFSETS: &str = "RAW_DIO_OFFSETS";
 
+/// `IOMAP_DIO_OVERWRITE_ONLY` in `iomap_dio_rw`'s `dio_flags` (5.15+): XFS's first try at an
+/// unaligned direct write, which fails with -EAGAIN rather than zero, and is then retried.
+pub const IOMAP_DIO_OVERWRITE_ONLY: u32 = 1 << 1;
+
 /// `IOMAP_WRITE`, `IOMAP_DIRECT` and `IOMAP_OVERWRITE_ONLY` in an iomap operation's flags
 /// (`include/linux/iomap.h`, stable since 4.x; the overwrite-only bit from 5.15: XFS's first
 /// try at an unaligned direct write, which fails rather than zero, and is retried).

@@ -25,7 +25,25 @@ pub const SYNC_URING_SYNC_FILE_RANGE: u8 = 10;
 /// An io_uring write the filesystem made durable before completing it (`O_DSYNC` or
 /// `O_SYNC` file, `RWF_DSYNC`): run inline in `io_uring_enter` or punted to io-wq.
 pub const SYNC_URING_DSYNC_WRITE: u8 = 11;
-pub const SYNC_KIND_COUNT: usize = 12;
+/// `sync_file_range` without `SYNC_FILE_RANGE_WAIT_BEFORE` or `_WAIT_AFTER` (git's batch
+/// mode, dpkg): it starts write-back and returns; nothing is durable when it does. Its fd's
+/// written bytes are left for the call that makes them durable.
+pub const SYNC_FILE_RANGE_WRITE: u8 = 12;
+pub const SYNC_KIND_COUNT: usize = 13;
+
+/// `sync_file_range`'s flags that wait for the write-back (`<fcntl.h>`).
+pub const SYNC_FILE_RANGE_WAIT_BEFORE: u64 = 1;
+pub const SYNC_FILE_RANGE_WAIT_AFTER: u64 = 4;
+
+/// The kind of a `sync_file_range` call with `flags`.
+#[must_use]
+pub const fn sync_file_range_kind(flags: u64) -> u8 {
+    if flags & (SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WAIT_AFTER) == 0 {
+        SYNC_FILE_RANGE_WRITE
+    } else {
+        SYNC_FILE_RANGE
+    }
+}
 
 /// Not a kind of record: the entry of an io-wq worker thread running a punted io_uring
 /// request that syncs, so that the block requests it creates meanwhile are the sync's own.
@@ -112,8 +130,15 @@ pub struct FileOffsets {
     pub file_dentry: u32,
     pub dentry_name: u32,
     pub dentry_parent: u32,
-    pub _pad: u32,
+    /// `inode->i_mode` (a `u16`): what kind of file an fd is.
+    pub inode_mode: u32,
 }
+
+/// `S_IFMT` and the kinds of file whose writes count as logical writes: regular files and
+/// block devices (a pipe's or a socket's bytes never reach a disk).
+pub const S_IFMT: u16 = 0o170_000;
+pub const S_IFREG: u16 = 0o100_000;
+pub const S_IFBLK: u16 = 0o060_000;
 
 impl FileOffsets {
     pub const ZERO: Self = Self {
@@ -129,7 +154,7 @@ impl FileOffsets {
         file_dentry: 0,
         dentry_name: 0,
         dentry_parent: 0,
-        _pad: 0,
+        inode_mode: 0,
     };
 }
 
@@ -338,8 +363,11 @@ pub struct SyscallOffsets {
     pub vlen: u32,
     /// `flags` of msync.
     pub flags: u32,
+    /// `flags` of sync_file_range.
+    pub range_flags: u32,
     /// `ret` of every sys_exit tracepoint.
     pub ret: u32,
+    pub _pad: u32,
 }
 
 impl SyscallOffsets {
@@ -349,7 +377,9 @@ impl SyscallOffsets {
         vec: crate::tracepoint::ABSENT,
         vlen: crate::tracepoint::ABSENT,
         flags: crate::tracepoint::ABSENT,
+        range_flags: crate::tracepoint::ABSENT,
         ret: crate::tracepoint::ABSENT,
+        _pad: 0,
     };
 }
 

@@ -7,7 +7,7 @@ use aya_ebpf::{
     Global,
     helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
 };
-use iotop_bpf_common::sync::{FILE_NAME_LEN, FileOffsets};
+use iotop_bpf_common::sync::{FILE_NAME_LEN, FileOffsets, S_IFBLK, S_IFMT, S_IFREG};
 
 #[unsafe(no_mangle)]
 static FILE_OFFSETS: Global<FileOffsets> = Global::new(FileOffsets::ZERO);
@@ -118,6 +118,24 @@ pub fn fs_dev_of(file: u64) -> Result<u32, ()> {
 #[inline(always)]
 pub fn of_fd(fd: i32) -> Result<FileIdentity, ()> {
     of_file(file_of_fd(fd)?, None)
+}
+
+/// Whether the current task's `fd` is a regular file or a block device: what a write
+/// must be to count as a logical write (not a pipe, a socket or a terminal). Unknown (no
+/// offsets) counts.
+#[inline(always)]
+pub fn fd_reaches_a_disk(fd: i32) -> bool {
+    let o = FILE_OFFSETS.load();
+    if o.inode_mode == 0 {
+        return true;
+    }
+    let Ok(mode) = file_of_fd(fd)
+        .and_then(|f| read::<u64>(f, o.file_inode))
+        .and_then(|inode| read::<u16>(inode, o.inode_mode))
+    else {
+        return false;
+    };
+    matches!(mode & S_IFMT, S_IFREG | S_IFBLK)
 }
 
 /// The current task's `struct file *` of `fd`.

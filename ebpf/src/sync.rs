@@ -19,8 +19,9 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_SYNC_CALL, RecordHeader,
     sync::{
-        FdKey, FdWindow, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC,
-        SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS, SyncCallRecord, SyncInFlight, SyscallOffsets,
+        FdKey, FdWindow, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE_WAIT_AFTER,
+        SYNC_FILE_RANGE_WRITE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS, SyncCallRecord,
+        SyncInFlight, SyscallOffsets, sync_file_range_kind,
     },
 };
 
@@ -144,7 +145,11 @@ pub fn sync_enter_fdatasync(ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn sync_enter_sync_file_range(ctx: TracePointContext) -> u32 {
-    enter(&ctx, SYNC_FILE_RANGE, true)
+    let offsets = SYSCALL_OFFSETS.load();
+    let flags = Window::read(&ctx)
+        .and_then(|w| w.u64(offsets.range_flags))
+        .unwrap_or(SYNC_FILE_RANGE_WAIT_AFTER);
+    enter(&ctx, sync_file_range_kind(flags), true)
 }
 
 #[tracepoint]
@@ -207,7 +212,9 @@ pub fn syscall_ret(ctx: &TracePointContext) -> i64 {
 pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
     forget(pid_tgid);
     let tgid = (pid_tgid >> 32) as u32;
-    let window = take_window(tgid, call.fd);
+    // What only starts write-back leaves the written bytes for the call that makes them
+    // durable.
+    let window = take_window(tgid, call.fd, call.kind != SYNC_FILE_RANGE_WRITE);
     let file = match file::of_fd(call.fd) {
         Ok(file) => file,
         // A synced write whose fd is unknown: the file as its filesystem's tracepoint named it.
@@ -229,9 +236,10 @@ pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
     );
 }
 
-/// What the process wrote to `fd` since the fd's last sync; the window starts again.
+/// What the process wrote to `fd` since the fd's last sync; with `reset`, the window starts
+/// again.
 #[inline(always)]
-fn take_window(tgid: u32, fd: i32) -> FdWindow {
+fn take_window(tgid: u32, fd: i32, reset: bool) -> FdWindow {
     let mut window = FdWindow::default();
     if fd >= 0
         && let Some(stored) = FD_WINDOWS.get_ptr_mut(&FdKey { tgid, fd })
@@ -240,7 +248,9 @@ fn take_window(tgid: u32, fd: i32) -> FdWindow {
         // core): a write on another CPU between the read and the reset can be lost.
         unsafe {
             window = *stored;
-            *stored = FdWindow::default();
+            if reset {
+                *stored = FdWindow::default();
+            }
         }
     }
     window
@@ -293,10 +303,11 @@ pub fn emit(
     submit(slot);
 }
 
-/// Adds `bytes` to the process's total and to its fd's window.
+/// Adds `bytes` to the process's total and to its fd's window, if the fd is a file or a
+/// block device.
 #[inline(always)]
 pub fn account(fd: u64, bytes: u64) {
-    if bytes == 0 {
+    if bytes == 0 || !file::fd_reaches_a_disk(fd as i32) {
         return;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;

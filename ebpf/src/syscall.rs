@@ -16,8 +16,8 @@ use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use iotop_bpf_common::{
     raw::{REGS_WINDOW_LEN, SYSCALL_NONE, SYSCALL_TABLE_LEN, SYSCALL_WRITE, SYSCALL_WRITEV},
     sync::{
-        MS_SYNC, SYNC_DSYNC_WRITE, SYNC_IN_WORKER, SYNC_MSYNC, SYNC_OSYNC_WRITE, SYNC_SYNC,
-        SYNC_URING_DSYNC_WRITE, TOKEN_URING_INLINE,
+        MS_SYNC, SYNC_DSYNC_WRITE, SYNC_FILE_RANGE, SYNC_IN_WORKER, SYNC_MSYNC, SYNC_OSYNC_WRITE,
+        SYNC_SYNC, SYNC_URING_DSYNC_WRITE, TOKEN_URING_INLINE, sync_file_range_kind,
     },
 };
 
@@ -32,13 +32,13 @@ use crate::{
 #[unsafe(no_mangle)]
 static SYSCALL_TABLE: [u8; SYSCALL_TABLE_LEN] = [SYSCALL_NONE; SYSCALL_TABLE_LEN];
 
-/// The system call's first three arguments, from its saved user registers.
+/// The system call's first four arguments, from its saved user registers.
 #[inline(always)]
-fn args(regs: u64) -> Result<[u64; 3], ()> {
+fn args(regs: u64) -> Result<[u64; 4], ()> {
     let window: [u64; REGS_WINDOW_LEN / 8] = read(regs, layout!(regs_window))?;
     let args = layout!(regs_args);
     let at = |i: usize| window[(args[i] as usize / 8) & (REGS_WINDOW_LEN / 8 - 1)];
-    Ok([at(0), at(1), at(2)])
+    Ok([at(0), at(1), at(2), at(3)])
 }
 
 /// `sys_enter(struct pt_regs *regs, long id)`.
@@ -54,7 +54,7 @@ pub fn raw_sys_enter(ctx: RawTracePointContext) -> i32 {
     if action == SYSCALL_NONE {
         return 0;
     }
-    let Ok([a0, a1, a2]) = args(ctx.arg(0)) else {
+    let Ok([a0, a1, a2, a3]) = args(ctx.arg(0)) else {
         return 0;
     };
     match action {
@@ -64,6 +64,8 @@ pub fn raw_sys_enter(ctx: RawTracePointContext) -> i32 {
         SYNC_MSYNC if a2 & MS_SYNC != 0 => begin_call(SYNC_MSYNC, -1),
         SYNC_MSYNC => {}
         SYNC_SYNC => begin_call(SYNC_SYNC, -1),
+        // Without a wait flag it only starts write-back (a kind of its own).
+        SYNC_FILE_RANGE => begin_call(sync_file_range_kind(a3), a0 as i32),
         kind => begin_call(kind, a0 as i32),
     }
     0

@@ -141,4 +141,30 @@ fn thirty_thousand_short_lived_processes_leave_the_memory_flat() {
         .map(|i| i["processes"].as_array().map_or(0, Vec::len))
         .sum();
     assert!(seen > 0, "no process reported");
+    // Bounded lines: at most --procs (25) processes each, the rest summed.
+    let longest = intervals
+        .iter()
+        .map(|i| serde_json::to_string(i).unwrap().len())
+        .max()
+        .unwrap_or(0);
+    let folded = intervals
+        .iter()
+        .filter_map(|i| i["processes_others"]["processes"].as_u64())
+        .max()
+        .unwrap_or(0);
+    eprintln!("longest JSON line {longest} bytes; up to {folded} processes summed in one line");
+    assert!(
+        longest < 64 << 10,
+        "a JSON line of {longest} bytes (>= 64 KiB)"
+    );
+    assert!(
+        intervals
+            .iter()
+            .all(|i| i["processes"].as_array().map_or(0, Vec::len) <= 25),
+        "at most 25 processes a line"
+    );
+    assert!(
+        folded > 100,
+        "the churn was summed in processes_others: {folded}"
+    );
 }

@@ -55,6 +55,13 @@ pub struct Cli {
     #[arg(short, long = "pid", value_name = "PID", value_delimiter = ',')]
     pub pids: Vec<u32>,
 
+    /// --batch and --json list at most N processes per interval, those with a finding first,
+    /// then the busiest; the rest are summed in one row (JSON `processes_others`), so totals
+    /// stay exact and a line stays small on a host with thousands of short-lived processes.
+    #[arg(long = "procs", value_name = "N", default_value_t = crate::report::DEFAULT_MAX_PROCS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub max_procs: usize,
+
     /// Also serve Prometheus metrics on ADDR while running (see `iotop-bpf serve`).
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,

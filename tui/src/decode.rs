@@ -4,7 +4,7 @@
 use iotop_bpf_common::{
     RECORD_BLOCK_IO, RECORD_DIO, RECORD_DSTATE, RECORD_EXIT, RECORD_SYNC_CALL, RecordHeader,
     block::BlockIoRecord,
-    dio::{DioRecord, KI_WRITE},
+    dio::{DioRecord, IOMAP_DIO_OVERWRITE_ONLY, KI_WRITE},
     dstate::DStateRecord,
     process::ExitRecord,
     sync::SyncCallRecord,
@@ -76,6 +76,7 @@ pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
                 pos: u64::try_from(raw.pos).unwrap_or(0),
                 count: raw.count,
                 write: raw.ki_flags & KI_WRITE != 0,
+                overwrite_only: raw.dio_flags & IOMAP_DIO_OVERWRITE_ONLY != 0,
                 fs_block_size: 0,
                 logical_block_size: 0,
                 physical_block_size: 0,

@@ -316,6 +316,7 @@ pub fn run(args: &Demo) -> Result<()> {
         replay: None,
         speed: 1.0,
         pids: Vec::new(),
+        max_procs: crate::report::DEFAULT_MAX_PROCS,
         listen: None,
         top: crate::export::workloads::DEFAULT_TOP,
         command: None,

@@ -59,9 +59,17 @@ pub fn print(
 ) -> Result<bool> {
     let ts = report::rfc3339(info.unix_ms(snap));
     let body = if cli.json {
-        json::to_line(snap, ts, &cli.pids, notes) + "\n"
+        json::to_line(
+            snap,
+            ts,
+            json::Bounds {
+                pids: &cli.pids,
+                max_procs: cli.max_procs,
+            },
+            notes,
+        ) + "\n"
     } else {
-        text::interval(snap, &ts[11..19], &cli.pids) + "\n"
+        text::interval(snap, &ts[11..19], &cli.pids, cli.max_procs) + "\n"
     };
     match out.write_all(body.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),

@@ -216,7 +216,12 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
     // The pages the README links to, uncompressed so that its links work.
     for page in docs()? {
         let name = page.file_name().unwrap_or_default().to_string_lossy();
-        put(&root, &format!("{DOC}/docs/{name}"), &fs::read(&page)?, 0o644)?;
+        put(
+            &root,
+            &format!("{DOC}/docs/{name}"),
+            &fs::read(&page)?,
+            0o644,
+        )?;
     }
     put(
         &root,

@@ -104,7 +104,19 @@ pub fn demo_snapshot() -> Snapshot {
             80 * US,
         );
         journal.kernel_thread = true;
-        events.extend([data, journal]);
+        // The commit's cache flush, by jbd2 too.
+        let mut flush = request(
+            585,
+            "jbd2/loop0-8",
+            loop0,
+            Op::Flush,
+            0,
+            t / US + 250,
+            0,
+            30 * US,
+        );
+        flush.kernel_thread = true;
+        events.extend([data, journal, flush]);
         syncs.push(SyncCall {
             tgid: 5689,
             tid: 5689,

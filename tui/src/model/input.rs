@@ -11,9 +11,9 @@ use iotop_bpf_common::{
     },
     hist::SLOTS,
     sync::{
-        SYNC_DSYNC_WRITE, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FSYNC, SYNC_MSYNC,
-        SYNC_OSYNC_WRITE, SYNC_SYNC, SYNC_SYNCFS, SYNC_URING_DSYNC_WRITE, SYNC_URING_FDATASYNC,
-        SYNC_URING_FSYNC, SYNC_URING_SYNC_FILE_RANGE,
+        SYNC_DSYNC_WRITE, SYNC_FDATASYNC, SYNC_FILE_RANGE, SYNC_FILE_RANGE_WRITE, SYNC_FSYNC,
+        SYNC_MSYNC, SYNC_OSYNC_WRITE, SYNC_SYNC, SYNC_SYNCFS, SYNC_URING_DSYNC_WRITE,
+        SYNC_URING_FDATASYNC, SYNC_URING_FSYNC, SYNC_URING_SYNC_FILE_RANGE,
     },
 };
 
@@ -207,6 +207,15 @@ impl BlockIo {
     pub fn is_fua(&self) -> bool {
         self.flags & FLAG_FUA != 0
     }
+    /// What the request did for its process: a write that carried no data is a cache flush
+    /// (`blkdev_issue_flush` and every fsync's flush are empty `REQ_PREFLUSH` writes), not a
+    /// write. Disk figures keep the kernel's own op, as /proc/diskstats does.
+    pub fn process_op(&self) -> Op {
+        match self.op {
+            Op::Write if self.bytes == 0 => Op::Flush,
+            op => op,
+        }
+    }
     pub fn is_meta(&self) -> bool {
         self.flags & FLAG_META != 0
     }
@@ -245,6 +254,9 @@ pub enum SyncKind {
     UringSyncFileRange,
     /// An io_uring write on an `O_DSYNC` or `O_SYNC` file (or with `RWF_DSYNC`).
     UringDsyncWrite,
+    /// `sync_file_range` without a wait flag: it starts write-back and returns; nothing is
+    /// durable when it does (git's batch mode, dpkg). Not a sync.
+    SyncFileRangeWrite,
 }
 
 impl SyncKind {
@@ -262,6 +274,7 @@ impl SyncKind {
             SYNC_URING_FDATASYNC => Self::UringFdatasync,
             SYNC_URING_SYNC_FILE_RANGE => Self::UringSyncFileRange,
             SYNC_URING_DSYNC_WRITE => Self::UringDsyncWrite,
+            SYNC_FILE_RANGE_WRITE => Self::SyncFileRangeWrite,
             _ => return None,
         })
     }
@@ -280,6 +293,7 @@ impl SyncKind {
             Self::UringFdatasync => "io_uring fdatasync",
             Self::UringSyncFileRange => "io_uring sync_file_range",
             Self::UringDsyncWrite => "io_uring O_DSYNC write",
+            Self::SyncFileRangeWrite => "sync_file_range(WRITE)",
         }
     }
 
@@ -297,12 +311,22 @@ impl SyncKind {
         Self::UringFdatasync,
         Self::UringSyncFileRange,
         Self::UringDsyncWrite,
+        Self::SyncFileRangeWrite,
     ];
+
+    /// Whether the call makes data durable before it returns: every kind but write-back
+    /// initiation (`sync_file_range` without a wait flag).
+    pub fn is_durable(self) -> bool {
+        self != Self::SyncFileRangeWrite
+    }
 
     /// Calls that make metadata durable, i.e. may wait for a journal commit
     /// (sync_file_range only writes data pages).
     pub fn commits_journal(self) -> bool {
-        !matches!(self, Self::SyncFileRange | Self::UringSyncFileRange)
+        !matches!(
+            self,
+            Self::SyncFileRange | Self::UringSyncFileRange | Self::SyncFileRangeWrite
+        )
     }
 
     /// A write that made itself durable (the payload is the write's own bytes, and those
@@ -404,6 +428,11 @@ pub struct DioCall {
     /// The call is known to be a write (`IOCB_WRITE`, set for asynchronous calls only;
     /// synchronous writes show `false` too).
     pub write: bool,
+    /// XFS's first, overwrite-only try at an unaligned write (`IOMAP_DIO_OVERWRITE_ONLY`): it
+    /// zeroes nothing, and where it would have to, it fails and the write is retried as a
+    /// second call of the same range, which is the same system call.
+    #[serde(default)]
+    pub overwrite_only: bool,
     /// Set by the feed from statvfs and sysfs; 0 when unknown.
     pub fs_block_size: u32,
     pub logical_block_size: u32,

@@ -1,9 +1,11 @@
 //! What each sync call cost: the payload it made durable, the device writes it issued itself,
 //! and the journal and flush writes kernel threads issued while it waited.
 //!
-//! - **Own writes**: a thread is in at most one system call at a time, so the write requests
-//!   it created while the probes saw it inside a sync call (`FLAG_IN_SYNC`) all belong to its
-//!   next sync record. The sync waits for them, so they arrive before its record.
+//! - **Own writes**: the write requests a thread created while the probes saw it inside a
+//!   sync call (`FLAG_IN_SYNC`) belong to the call of that thread whose time they were created
+//!   in (a thread is in one system call at a time). Matched by time when the call settles, not
+//!   by arrival: `sync_file_range(SYNC_FILE_RANGE_WRITE)` returns before its writes complete,
+//!   so their records arrive after the call's, and must not go to the thread's next call.
 //! - **Charged writes**: a write request of a kernel thread (jbd2, a kworker) to disk D is
 //!   charged to every journal-committing sync call (not `sync_file_range`) that was in
 //!   progress when the request was created, on a file on D (or on an unknown disk), split
@@ -47,14 +49,29 @@ struct PendingWrite {
     created_ns: u64,
     completed_ns: u64,
     bytes: u64,
+    /// A cache flush (no data).
+    flush: bool,
 }
 
-/// Write requests a thread created inside a sync call, not yet claimed by its record.
-#[derive(Clone, Copy, Debug, Default)]
-struct OwnWrites {
+/// One write (or cache flush: no bytes) a thread created inside a sync call.
+#[derive(Clone, Copy, Debug)]
+struct OwnWrite {
+    created_ns: u64,
     bytes: u64,
+    flushes: u64,
+}
+
+/// Write requests a thread created inside a sync call, not yet claimed by its call.
+#[derive(Clone, Debug, Default)]
+struct OwnWrites {
+    /// In the order they completed.
+    writes: VecDeque<OwnWrite>,
     last_created_ns: u64,
 }
+
+/// Own writes kept per thread until their call settles; beyond, the oldest go (a storm of
+/// requests inside one long call is summed into fewer, bigger entries instead).
+const MAX_OWN_WRITES_PER_THREAD: usize = 4_096;
 
 /// `bytes` written by kernel thread `from` on behalf of process `to`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,8 +89,14 @@ pub struct SettledSync {
     pub call: SyncCall,
     /// Bytes of write requests the calling thread created inside the call.
     pub own_bytes: u64,
+    /// Cache flushes the calling thread issued inside the call (the flush a clean file's
+    /// fsync still costs is one).
+    pub own_flushes: u64,
     /// Bytes of kernel-thread writes charged to the call (its share under group commit).
     pub charged_bytes: u64,
+    /// Kernel-thread cache flushes charged to it (one per flush, to the first of the calls
+    /// it served).
+    pub charged_flushes: u64,
     /// Who wrote the charged bytes: (tgid, comm, bytes), biggest first.
     pub charged_by: Vec<(u32, Comm, u64)>,
 }
@@ -98,7 +121,8 @@ pub struct SyncLedger {
 
 impl SyncLedger {
     pub fn note_write(&mut self, io: &BlockIo) {
-        if io.op != Op::Write || io.bytes == 0 {
+        let flush = io.process_op() == Op::Flush;
+        if io.op != Op::Write && !flush {
             return;
         }
         // Write-back of a process's dirty pages is that process's, not a journal commit.
@@ -112,7 +136,8 @@ impl SyncLedger {
                 dev: io.dev,
                 created_ns: io.created_ns,
                 completed_ns: io.completed_ns,
-                bytes: u64::from(io.bytes),
+                bytes: if flush { 0 } else { u64::from(io.bytes) },
+                flush,
             });
         } else if io.in_sync() {
             if self.own.len() >= MAX_THREADS_WITH_OWN_WRITES && !self.own.contains_key(&io.tid) {
@@ -123,14 +148,28 @@ impl SyncLedger {
                 }
             }
             let own = self.own.entry(io.tid).or_default();
-            own.bytes = own.bytes.saturating_add(u64::from(io.bytes));
+            let write = OwnWrite {
+                created_ns: io.created_ns,
+                bytes: if flush { 0 } else { u64::from(io.bytes) },
+                flushes: u64::from(flush),
+            };
+            let full = own.writes.len() >= MAX_OWN_WRITES_PER_THREAD;
+            match own.writes.back_mut() {
+                // Full: fold into the last entry (same call, as a later one would be).
+                Some(last) if full => {
+                    last.created_ns = last.created_ns.max(write.created_ns);
+                    last.bytes = last.bytes.saturating_add(write.bytes);
+                    last.flushes += write.flushes;
+                }
+                _ => own.writes.push_back(write),
+            }
             own.last_created_ns = own.last_created_ns.max(io.created_ns);
         }
     }
 
-    /// A sync call ended: it claims its thread's own writes and waits for its charges.
+    /// A sync call ended: it waits for its own writes and its charges.
     pub fn note_sync(&mut self, call: &SyncCall) {
-        let own_bytes = self.own.remove(&call.tid).map_or(0, |w| w.bytes);
+        let own_bytes = 0;
         if self.open.len() >= MAX_OPEN_SYNCS {
             self.open.remove(0);
         }
@@ -143,7 +182,9 @@ impl SyncLedger {
             SettledSync {
                 call: call.clone(),
                 own_bytes,
+                own_flushes: 0,
                 charged_bytes: 0,
+                charged_flushes: 0,
                 charged_by: Vec::new(),
             },
         );
@@ -172,12 +213,36 @@ impl SyncLedger {
                 .partition(|s| all || s.call.end_ns.saturating_add(SETTLE_NS) <= now_ns);
         self.open = open;
         settled.sort_by_key(|s| (s.call.end_ns, s.call.tid));
+        for sync in &mut settled {
+            (sync.own_bytes, sync.own_flushes) = self.claim_own(&sync.call);
+        }
         let horizon = now_ns.saturating_sub(OWN_WRITES_EXPIRE_NS);
         self.own.retain(|_, w| all || w.last_created_ns >= horizon);
         if all {
             self.own.clear();
         }
         (settled, charges)
+    }
+
+    /// The bytes and flushes of the thread's own writes created during `call`, taken out of
+    /// the waiting ones.
+    fn claim_own(&mut self, call: &SyncCall) -> (u64, u64) {
+        let Some(own) = self.own.get_mut(&call.tid) else {
+            return (0, 0);
+        };
+        let (mut bytes, mut flushes) = (0u64, 0u64);
+        own.writes.retain(|w| {
+            let mine = (call.start_ns..=call.end_ns).contains(&w.created_ns);
+            if mine {
+                bytes = bytes.saturating_add(w.bytes);
+                flushes += w.flushes;
+            }
+            !mine
+        });
+        if own.writes.is_empty() {
+            self.own.remove(&call.tid);
+        }
+        (bytes, flushes)
     }
 
     /// Splits `write` among the open calls it was created during.
@@ -200,6 +265,13 @@ impl SyncLedger {
         let Some(n) = u64::try_from(waiting.len()).ok().filter(|&n| n > 0) else {
             return;
         };
+        if write.flush {
+            // Counted once, to the oldest call it served.
+            if let Some(&i) = waiting.last() {
+                self.open[i].charged_flushes += 1;
+            }
+            return;
+        }
         // Even split, oldest call first; the first takes the remainder so bytes add up.
         for (k, &i) in waiting.iter().rev().enumerate() {
             let share = write.bytes / n + if k == 0 { write.bytes % n } else { 0 };

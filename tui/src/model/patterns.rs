@@ -29,13 +29,52 @@ struct GeometryEntry {
     fs_block: u64,
     /// Recently predicted tail pads, newest last.
     pads: Vec<u64>,
+    /// Recent unaligned writes inside the file: zeroed around only if their blocks are
+    /// unwritten extents (preallocated), which no tracepoint says, so only the zeroing
+    /// requests themselves confirm it. Newest last.
+    inside: Vec<Inside>,
+}
+
+/// An unaligned direct write inside the file: the zeroing it would cause were its blocks
+/// unwritten extents (`iomap_dio_bio_iter`'s `need_zeroout`): the start of the first block
+/// before it (`head`), the rest of the last block after it (`tail`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Inside {
+    head: u64,
+    count: u64,
+    tail: u64,
+}
+
+impl Inside {
+    /// How a write request of `bytes` confirms this write's zeroing, given whether it starts
+    /// and ends on block boundaries: the zero write alone, or merged with the data (one
+    /// plug: `__iomap_dio_rw` plugs its bios), as the zeroed bytes it carries.
+    fn zeroed_in(&self, bytes: u64, starts_aligned: bool, ends_aligned: bool) -> Option<u64> {
+        let (h, c, t) = (self.head, self.count, self.tail);
+        let shapes = [
+            (t, t > 0 && ends_aligned && !starts_aligned, t),
+            (h, h > 0 && starts_aligned && !ends_aligned, h),
+            (c + t, t > 0 && ends_aligned, t),
+            (h + c, h > 0 && starts_aligned, h),
+            (
+                h + c + t,
+                h > 0 && t > 0 && starts_aligned && ends_aligned,
+                h + t,
+            ),
+        ];
+        shapes
+            .iter()
+            .find(|&&(size, fits, _)| fits && size == bytes)
+            .map(|&(_, _, zeroed)| zeroed)
+    }
 }
 
 const MAX_GEOMETRIES: usize = 4;
 const MAX_RECENT_PADS: usize = 8;
+const MAX_RECENT_INSIDE: usize = 8;
 
 impl DioGeometry {
-    fn note(&mut self, call: &DioCall, tail: u64) {
+    fn note(&mut self, call: &DioCall, tail: u64, inside: Option<Inside>) {
         let fs_block = u64::from(call.fs_block_size);
         if fs_block == 0 {
             return;
@@ -55,6 +94,7 @@ impl DioGeometry {
                     fs_start_sector: call.fs_start_sector,
                     fs_block,
                     pads: Vec::new(),
+                    inside: Vec::new(),
                 });
                 let last = self.entries.len() - 1;
                 &mut self.entries[last]
@@ -67,11 +107,21 @@ impl DioGeometry {
             }
             entry.pads.push(tail);
         }
+        if let Some(inside) = inside
+            && !entry.inside.contains(&inside)
+        {
+            if entry.inside.len() == MAX_RECENT_INSIDE {
+                entry.inside.remove(0);
+            }
+            entry.inside.push(inside);
+        }
     }
 
-    /// How a write request relates to the process's direct I/O: `(finishes a block it
-    /// started inside, is exactly a predicted pad)`.
-    fn classify(&self, io: &BlockIo) -> (bool, bool) {
+    /// How a write request relates to the process's direct I/O: whether it finishes a
+    /// block it started inside, whether it is exactly a predicted pad, and the bytes it
+    /// zeroed around an unaligned write inside the file (unwritten extents).
+    fn classify(&self, io: &BlockIo) -> Classified {
+        let mut out = Classified::default();
         for e in self.entries.iter().filter(|e| e.disk == io.dev) {
             let Some(start) = io
                 .sector
@@ -83,12 +133,36 @@ impl DioGeometry {
             let Some(end) = start.checked_add(u64::from(io.bytes)) else {
                 continue;
             };
-            if end.is_multiple_of(e.fs_block) && !start.is_multiple_of(e.fs_block) {
-                return (true, e.pads.contains(&u64::from(io.bytes)));
+            let (starts_aligned, ends_aligned) = (
+                start.is_multiple_of(e.fs_block),
+                end.is_multiple_of(e.fs_block),
+            );
+            if ends_aligned && !starts_aligned {
+                out.finishing = true;
+                out.pad = e.pads.contains(&u64::from(io.bytes));
+            }
+            if let Some(zeroed) = e
+                .inside
+                .iter()
+                .rev()
+                .find_map(|c| c.zeroed_in(u64::from(io.bytes), starts_aligned, ends_aligned))
+            {
+                out.inside_zeroed = zeroed;
+            }
+            if out.finishing || out.inside_zeroed > 0 {
+                return out;
             }
         }
-        (false, false)
+        out
     }
+}
+
+/// What a write request says of the process's direct I/O ([`DioGeometry::classify`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Classified {
+    finishing: bool,
+    pad: bool,
+    inside_zeroed: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -111,11 +185,19 @@ struct DioStats {
     pad_requests: u64,
     block_finishing_requests: u64,
     unaligned_calls: u64,
+    /// Unaligned writes inside the file (no zeroing unless their blocks are unwritten), the
+    /// write requests that confirmed zeroing around them and the bytes zeroed.
+    inside_calls: u64,
+    inside_zeroing_requests: u64,
+    inside_zeroed_bytes: u64,
+    inside_example: Option<(u64, u64)>,
     physical_block_size: u32,
     fs_block_size: u32,
     disk: Option<Dev>,
     file: Option<String>,
     example: Option<(u64, u64, u64)>,
+    /// The last overwrite-only try (file, offset, size), to tell its retry from a new call.
+    tried: Option<(u64, u64, u64)>,
 }
 
 fn count_size<K: Ord + Copy>(sizes: &mut BTreeMap<K, u64>, key: K, n: u64, cap: usize) {
@@ -130,12 +212,16 @@ fn count_size<K: Ord + Copy>(sizes: &mut BTreeMap<K, u64>, key: K, n: u64, cap: 
 
 impl PatternStats {
     pub(super) fn add_request(&mut self, io: &BlockIo, sequential: bool, geometry: &DioGeometry) {
-        match io.op {
+        match io.process_op() {
             Op::Write => {
                 count_size(&mut self.write_sizes, io.bytes, 1, MAX_SIZES);
-                let (finishing, pad) = geometry.classify(io);
-                self.dio.block_finishing_requests += u64::from(finishing);
-                self.dio.pad_requests += u64::from(pad);
+                let c = geometry.classify(io);
+                self.dio.block_finishing_requests += u64::from(c.finishing);
+                self.dio.pad_requests += u64::from(c.pad);
+                if c.inside_zeroed > 0 {
+                    self.dio.inside_zeroing_requests += 1;
+                    self.dio.inside_zeroed_bytes += c.inside_zeroed;
+                }
             }
             Op::Read => count_size(&mut self.read_sizes, io.bytes, 1, MAX_SIZES),
             _ => {}
@@ -147,7 +233,15 @@ impl PatternStats {
 
     pub(super) fn add_dio(&mut self, call: &DioCall, geometry: &mut DioGeometry) {
         let d = &mut self.dio;
-        d.calls += 1;
+        // XFS tries an unaligned write overwrite-only first, then again for real if that
+        // would have zeroed: one system call, counted once; only the real try zeroes.
+        let key = (call.ino, call.pos, call.count);
+        let retry = !call.overwrite_only && d.tried == Some(key);
+        d.tried = call.overwrite_only.then_some(key);
+        if !retry {
+            d.calls += 1;
+            d.data_bytes = d.data_bytes.saturating_add(call.count);
+        }
         d.disk = Some(call.disk);
         d.file = Some(
             call.file
@@ -157,20 +251,18 @@ impl PatternStats {
         d.physical_block_size = call.physical_block_size;
         d.fs_block_size = call.fs_block_size;
         let physical = u64::from(call.physical_block_size);
-        if physical > 0 && !(call.pos | call.count).is_multiple_of(physical) {
+        if !retry && physical > 0 && !(call.pos | call.count).is_multiple_of(physical) {
             d.unaligned_calls += 1;
+        }
+        if call.overwrite_only {
+            return;
         }
         // The tracepoint only says "write" for asynchronous calls (IOCB_WRITE); synchronous
         // writes look like reads. Every call is a candidate: zeroing needs a call ending at or
         // past EOF, which reads rarely do, and the detector wants the zeroing's own write
         // requests as confirmation, which reads never cause.
-        d.data_bytes = d.data_bytes.saturating_add(call.count);
-        let (head, tail) = predicted_zeroing(
-            call.pos,
-            call.count,
-            call.isize,
-            u64::from(call.fs_block_size),
-        );
+        let block = u64::from(call.fs_block_size);
+        let (head, tail) = predicted_zeroing(call.pos, call.count, call.isize, block);
         if tail > 0 {
             d.tail_writes += 1;
             d.tail_bytes += tail;
@@ -181,7 +273,23 @@ impl PatternStats {
             d.head_writes += 1;
             d.head_bytes += head;
         }
-        geometry.note(call, tail);
+        // Inside the file: zeroed around only where its blocks are unwritten extents.
+        let end = call.pos.saturating_add(call.count);
+        let inside = (block.is_power_of_two()
+            && head == 0
+            && tail == 0
+            && end <= call.isize
+            && !(call.pos | call.count).is_multiple_of(block))
+        .then(|| Inside {
+            head: call.pos % block,
+            count: call.count,
+            tail: (block - end % block) % block,
+        });
+        if inside.is_some() {
+            d.inside_calls += 1;
+            d.inside_example.get_or_insert((call.pos, call.count));
+        }
+        geometry.note(call, tail, inside);
     }
 
     pub(super) fn merge(&mut self, other: &Self) {
@@ -205,6 +313,12 @@ impl PatternStats {
         d.pad_requests += o.pad_requests;
         d.block_finishing_requests += o.block_finishing_requests;
         d.unaligned_calls += o.unaligned_calls;
+        d.inside_calls += o.inside_calls;
+        d.inside_zeroing_requests += o.inside_zeroing_requests;
+        d.inside_zeroed_bytes += o.inside_zeroed_bytes;
+        if d.inside_example.is_none() {
+            d.inside_example = o.inside_example;
+        }
         if o.calls > 0 {
             d.physical_block_size = o.physical_block_size;
             d.fs_block_size = o.fs_block_size;
@@ -241,6 +355,10 @@ impl PatternStats {
             pad_requests: d.pad_requests,
             block_finishing_requests: d.block_finishing_requests,
             unaligned_calls: d.unaligned_calls,
+            inside_calls: d.inside_calls,
+            inside_zeroing_requests: d.inside_zeroing_requests,
+            inside_zeroed_bytes: d.inside_zeroed_bytes,
+            inside_example: d.inside_example,
             physical_block_size: d.physical_block_size,
             fs_block_size: d.fs_block_size,
             disk: d.disk,
@@ -268,6 +386,7 @@ mod tests {
             pos,
             count,
             write: false,
+            overwrite_only: false,
             fs_block_size: block,
             logical_block_size: 512,
             physical_block_size: 512,
@@ -349,7 +468,8 @@ mod tests {
     fn size_maps_stay_bounded_through_merges() {
         let mut a = PatternStats::default();
         let mut b = PatternStats::default();
-        for size in 0..1000u32 {
+        // From 1: a write without data is a flush, not a size.
+        for size in 1..=1000u32 {
             a.add_request(&write_at(0, size * 512), false, &DioGeometry::default());
             b.add_request(&write_at(0, size * 512 + 1), false, &DioGeometry::default());
         }
@@ -360,5 +480,48 @@ mod tests {
             2000,
             "every request counted"
         );
+    }
+
+    #[test]
+    fn zeroing_around_writes_into_unwritten_extents_is_confirmed_by_its_requests() {
+        // fio's layout: a fallocated 64 MiB file, 6 KiB direct writes on 4 KiB blocks. A
+        // write at 0 covers half of block 1: zeros [6 KiB, 8 KiB) if it is unwritten; the
+        // next one at 6 KiB ends on a block.
+        let mut geometry = DioGeometry::default();
+        let mut stats = PatternStats::default();
+        let isize = 64 << 20;
+        for i in 0..4u64 {
+            let pos = i * 12_288;
+            stats.add_dio(&call(pos, 6144, isize, 4096, 0), &mut geometry);
+            // Merged with its data: one 8 KiB request from the block boundary.
+            stats.add_request(&write_at(pos, 8192), false, &geometry);
+            stats.add_dio(&call(pos + 6144, 6144, isize, 4096, 0), &mut geometry);
+            stats.add_request(&write_at(pos + 6144, 6144), false, &geometry);
+        }
+        let d = stats.dio_figures();
+        assert_eq!(d.tail_writes, 0, "nothing past EOF");
+        assert_eq!(d.inside_calls, 8);
+        assert_eq!(
+            (d.inside_zeroing_requests, d.inside_zeroed_bytes),
+            (4, 4 * 2048)
+        );
+        // Alone: the 2 KiB zero write, ending on the block.
+        stats.add_dio(&call(1 << 20, 6144, isize, 4096, 0), &mut geometry);
+        stats.add_request(&write_at((1 << 20) + 6144, 2048), false, &geometry);
+        assert_eq!(stats.dio_figures().inside_zeroing_requests, 5);
+    }
+
+    #[test]
+    fn an_overwrite_only_try_and_its_retry_are_one_call() {
+        let mut geometry = DioGeometry::default();
+        let mut stats = PatternStats::default();
+        let mut first = call(512, 1024, 1 << 20, 4096, 0);
+        first.overwrite_only = true;
+        stats.add_dio(&first, &mut geometry);
+        stats.add_dio(&call(512, 1024, 1 << 20, 4096, 0), &mut geometry);
+        // A new call of the same range after it is a call of its own.
+        stats.add_dio(&call(512, 1024, 1 << 20, 4096, 0), &mut geometry);
+        let d = stats.dio_figures();
+        assert_eq!((d.calls, d.data_bytes, d.inside_calls), (2, 2048, 2));
     }
 }

@@ -58,7 +58,7 @@ pub(super) struct OpCounts {
 
 impl OpCounts {
     fn add(&mut self, io: &BlockIo) {
-        let op = op_index(io.op);
+        let op = op_index(io.process_op());
         self.requests[op] += 1;
         self.bytes[op] = self.bytes[op].saturating_add(u64::from(io.bytes));
         if io.op == Op::Write && io.is_fua() {
@@ -76,6 +76,9 @@ impl OpCounts {
         self.requests[OP_FLUSH as usize]
             + self.requests[OP_DISCARD as usize]
             + self.requests[OP_OTHER as usize]
+    }
+    fn flushes(&self) -> u64 {
+        self.requests[OP_FLUSH as usize]
     }
 }
 
@@ -222,6 +225,7 @@ impl ProcPeriod {
             reads: c.requests[OP_READ as usize],
             writes: c.requests[OP_WRITE as usize],
             others: c.others(),
+            flushes: c.flushes(),
             read_bytes: c.bytes[OP_READ as usize],
             write_bytes: c.bytes[OP_WRITE as usize],
             latency: Latency::of(&self.latencies.total),
@@ -264,6 +268,7 @@ impl ProcPeriod {
                 reads: c.requests[OP_READ as usize],
                 writes: c.requests[OP_WRITE as usize],
                 others: c.others(),
+                flushes: c.flushes(),
                 read_bytes: c.bytes[OP_READ as usize],
                 write_bytes: c.bytes[OP_WRITE as usize],
                 fua_writes: c.fua_writes,

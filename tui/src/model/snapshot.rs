@@ -141,9 +141,12 @@ pub struct DiskRow {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProcFigures {
     pub reads: u64,
+    /// Writes that carried data.
     pub writes: u64,
     /// Flushes, discards and other requests.
     pub others: u64,
+    /// Cache flushes (of `others`): flush requests and writes without data.
+    pub flushes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub latency: Latency,
@@ -152,7 +155,8 @@ pub struct ProcFigures {
     pub queue_hist: Log2Hist,
     pub device_hist: Log2Hist,
     pub total_hist: Log2Hist,
-    /// Bytes it asked to write in write syscalls (to any fd: files, pipes, sockets).
+    /// Bytes it asked to write in write syscalls to regular files and block devices (not
+    /// pipes, sockets or terminals: their bytes never reach a disk).
     pub logical_write_bytes: u64,
     /// Write requests with the FUA flag (made durable by the device on their own) to disks
     /// that honour it.
@@ -345,6 +349,13 @@ pub struct DioFigures {
     pub block_finishing_requests: u64,
     /// Calls not aligned to the device's physical block size.
     pub unaligned_calls: u64,
+    /// Unaligned writes inside the file, where zeroing happens only if their blocks are
+    /// unwritten extents (preallocated): the write requests that showed it (the zero write
+    /// alone or merged with the data), the bytes zeroed, and one such write (offset, size).
+    pub inside_calls: u64,
+    pub inside_zeroing_requests: u64,
+    pub inside_zeroed_bytes: u64,
+    pub inside_example: Option<(u64, u64)>,
     pub physical_block_size: u32,
     pub fs_block_size: u32,
     pub disk: Option<Dev>,
@@ -370,6 +381,8 @@ pub struct SyncPopulation {
     pub payload_bytes: u64,
     /// The write system calls that made up the payload.
     pub payload_writes: u64,
+    /// Cache flushes the calls issued, or a kernel thread issued for them.
+    pub flushes: u64,
     pub own_bytes: u64,
     pub charged_bytes: u64,
     pub min_payload: u64,
@@ -415,7 +428,10 @@ impl SyncPopulation {
 /// [`crate::model::SETTLE_NS`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SyncFigures {
+    /// Calls that made data durable.
     pub syncs: u64,
+    /// `sync_file_range` calls that only started write-back (no wait flag): not syncs.
+    pub writeback_starts: u64,
     /// Calls that returned an error.
     pub errors: u64,
     pub latency: Latency,
@@ -451,6 +467,10 @@ pub struct SyncFigures {
     pub unmeasured: SyncPopulation,
     /// Settled calls with nothing to make durable.
     pub empty: u64,
+    /// Cache flushes the empty calls cost anyway (a clean file's fsync still flushes).
+    pub empty_flushes: u64,
+    /// The files of the empty calls, most first.
+    pub empty_files: Vec<(String, u64)>,
     /// Bytes of write requests the process created while inside its sync calls.
     pub in_sync_write_bytes: u64,
     /// Bytes kernel threads (journal, write-back) wrote while its sync calls waited.
@@ -511,6 +531,8 @@ pub struct ProcDeviceRow {
     pub reads: u64,
     pub writes: u64,
     pub others: u64,
+    /// Cache flushes (of `others`).
+    pub flushes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
     /// Write requests with the FUA flag.

@@ -21,6 +21,8 @@ const MAX_DISKS: usize = 4;
 #[derive(Clone, Debug, Default)]
 pub(super) struct SyncPeriod {
     calls: u64,
+    /// `sync_file_range` calls that only started write-back.
+    writeback_starts: u64,
     errors: u64,
     latency: Histogram,
     window_bytes: u64,
@@ -33,6 +35,10 @@ pub(super) struct SyncPeriod {
     files: FileTally,
     /// The files the small settled calls synced (the ones the amplification is about).
     small_files: FileTally,
+    /// The files the empty settled calls synced.
+    empty_files: FileTally,
+    /// Cache flushes the empty settled calls issued.
+    empty_flushes: u64,
     /// Calls per disk of the synced file (the most synced first, a few kept).
     disks: Vec<(Dev, u64)>,
     /// The calls settled in the period, judged together (calls are settled up to
@@ -189,6 +195,7 @@ impl SyncPopulation {
         self.calls += 1;
         self.payload_bytes += payload;
         self.payload_writes += sync.call.window_writes;
+        self.flushes += sync.own_flushes + sync.charged_flushes;
         self.own_bytes += sync.own_bytes;
         self.charged_bytes += sync.charged_bytes;
         self.max_payload = self.max_payload.max(payload);
@@ -214,6 +221,7 @@ impl SyncPopulation {
         self.calls += other.calls;
         self.payload_bytes += other.payload_bytes;
         self.payload_writes += other.payload_writes;
+        self.flushes += other.flushes;
         self.own_bytes += other.own_bytes;
         self.charged_bytes += other.charged_bytes;
         self.max_payload = self.max_payload.max(other.max_payload);
@@ -239,6 +247,11 @@ fn is_small(call: &SyncCall) -> bool {
 
 impl SyncPeriod {
     pub(super) fn add_call(&mut self, call: &SyncCall) {
+        // Write-back initiation makes nothing durable: counted apart, never judged as a sync.
+        if !call.kind.is_durable() {
+            self.writeback_starts += 1;
+            return;
+        }
         self.calls += 1;
         if call.ret < 0 {
             self.errors += 1;
@@ -269,6 +282,11 @@ impl SyncPeriod {
 
     /// The call's cost, once settled.
     pub(super) fn add_settled(&mut self, sync: &SettledSync) {
+        if !sync.call.kind.is_durable() {
+            // Its writes were the process's own doing, started by the call.
+            self.in_sync_write_bytes += sync.own_bytes;
+            return;
+        }
         let measured = sync.call.kind.payload_measured();
         self.settled.add(
             &sync.call,
@@ -297,6 +315,10 @@ impl SyncPeriod {
             self.unmeasured.add(sync);
         } else if sync.call.window_bytes == 0 {
             self.empty += 1;
+            self.empty_flushes += sync.own_flushes + sync.charged_flushes;
+            if let Some(name) = sync.call.file.name() {
+                self.empty_files.add(&name, 1);
+            }
         } else if is_small(&sync.call) {
             self.small.add(sync);
             if let Some(name) = sync.call.file.name() {
@@ -319,6 +341,7 @@ impl SyncPeriod {
 
     pub(super) fn merge(&mut self, other: &Self) {
         self.calls += other.calls;
+        self.writeback_starts += other.writeback_starts;
         self.settled.merge(&other.settled);
         self.errors += other.errors;
         self.latency.merge(&other.latency);
@@ -339,6 +362,8 @@ impl SyncPeriod {
         self.large.merge(&other.large);
         self.unmeasured.merge(&other.unmeasured);
         self.empty += other.empty;
+        self.empty_flushes += other.empty_flushes;
+        self.empty_files.merge(&other.empty_files);
         self.in_sync_write_bytes += other.in_sync_write_bytes;
         if other.fs_block_size != 0 {
             self.fs_block_size = other.fs_block_size;
@@ -350,6 +375,7 @@ impl SyncPeriod {
     pub(super) fn figures(&self) -> SyncFigures {
         SyncFigures {
             syncs: self.calls,
+            writeback_starts: self.writeback_starts,
             errors: self.errors,
             latency: Latency::of(&self.latency),
             hist: self.latency.log2(),
@@ -381,6 +407,8 @@ impl SyncPeriod {
             large: self.large,
             unmeasured: self.unmeasured,
             empty: self.empty,
+            empty_flushes: self.empty_flushes,
+            empty_files: self.empty_files.top.clone(),
             in_sync_write_bytes: self.in_sync_write_bytes,
             charged_write_bytes: self.charged_from.total(),
             charged_from: self.charged_from.figures(),

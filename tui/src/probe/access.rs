@@ -104,8 +104,37 @@ fn memlock() -> (Memlock, Option<u64>) {
         return (Memlock::Unknown, None);
     };
     let hard = (before.rlim_max != libc::RLIM_INFINITY).then_some(before.rlim_max);
-    if create_map().is_err() {
-        return (Memlock::Unknown, hard);
+    match create_map() {
+        Ok(()) => {}
+        // The limit may be used up already (a previous run's maps are freed lazily): with the
+        // soft limit at the hard one (or unlimited, where allowed), a success says it counts.
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            let raised = libc::rlimit {
+                rlim_cur: before.rlim_max,
+                rlim_max: before.rlim_max,
+            };
+            let unlimited = libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: valid rlimit structs; the limit is restored below.
+            let charged = unsafe {
+                let ok = libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) == 0
+                    || libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised) == 0;
+                let result = ok && create_map().is_ok();
+                libc::setrlimit(libc::RLIMIT_MEMLOCK, &before);
+                result
+            };
+            return (
+                if charged {
+                    Memlock::Rlimit
+                } else {
+                    Memlock::Unknown
+                },
+                hard,
+            );
+        }
+        Err(_) => return (Memlock::Unknown, hard),
     }
     let zero = libc::rlimit {
         rlim_cur: 0,
@@ -135,7 +164,7 @@ fn memlock() -> (Memlock, Option<u64>) {
 /// unlimited, which needs CAP_SYS_RESOURCE unless the hard limit already is. Says what to
 /// grant when it cannot.
 pub fn raise_memlock(access: &Access) -> Result<(), String> {
-    if access.memlock != Memlock::Rlimit {
+    if access.memlock == Memlock::Cgroup {
         return Ok(());
     }
     let unlimited = libc::rlimit {
@@ -143,7 +172,10 @@ pub fn raise_memlock(access: &Access) -> Result<(), String> {
         rlim_max: libc::RLIM_INFINITY,
     };
     // SAFETY: setrlimit reads a valid rlimit struct.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } == 0 {
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } == 0
+        // Not known to count: try, and let the maps' creation say if it mattered.
+        || access.memlock == Memlock::Unknown
+    {
         return Ok(());
     }
     let err = io::Error::last_os_error();

@@ -6,7 +6,6 @@
 use iotop_bpf_common::hist::slot_upper_us;
 use serde::Serialize;
 
-use super::active_procs;
 use crate::model::{
     CallLatency, DiskRow, HostFigures, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
     findings::{Evidence, Finding},
@@ -22,12 +21,23 @@ pub struct Interval<'a> {
     pub host: Host,
     pub disks: Vec<Disk<'a>>,
     pub processes: Vec<Process<'a>>,
-    /// Threads in D state at the end of the interval, longest blocked first.
+    /// Threads in D state at the end of the interval, longest blocked first (at most
+    /// [`MAX_FINDINGS`]).
     pub dstate: Vec<DState<'a>>,
+    /// Threads in D left out of `dstate`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dstate_omitted: u64,
     /// The longest D episodes that ended in the last five minutes.
     pub dstate_recent: Vec<DStateEpisode<'a>>,
-    /// Active findings of this interval, worst first.
+    /// The processes beyond `processes` (at most `--procs` of them, most relevant first:
+    /// those with a finding, then the busiest), summed; absent when none was left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes_others: Option<super::Others>,
+    /// Active findings of this interval, worst first (at most [`MAX_FINDINGS`]).
     pub findings: Vec<FindingJson<'a>>,
+    /// Active findings left out beyond [`MAX_FINDINGS`].
+    #[serde(skip_serializing_if = "is_zero")]
+    pub findings_omitted: u64,
     /// What is degraded in this run, one line each (a probe the kernel refused, a missing
     /// capability); absent when nothing is.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -327,8 +337,11 @@ pub struct ProcessDevice<'a> {
     pub dev: String,
     pub name: &'a str,
     pub reads: u64,
+    /// Writes that carried data.
     pub writes: u64,
     pub others: u64,
+    /// Cache flushes (of `others`): flush requests and writes without data.
+    pub flushes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
     /// Write requests with the FUA flag, and whether the disk honours FUA itself.
@@ -341,11 +354,14 @@ pub struct Process<'a> {
     pub pid: u32,
     pub comm: &'a str,
     pub reads: u64,
+    /// Writes that carried data.
     pub writes: u64,
     pub others: u64,
+    /// Cache flushes (of `others`): flush requests and writes without data (an fsync's).
+    pub flushes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
-    /// What it asked to write in write syscalls (any fd).
+    /// What it asked to write in write syscalls to regular files and block devices.
     pub logical_write_bytes: u64,
     /// What kernel threads (journal, write-back) wrote while its syncs waited.
     pub charged_write_bytes: u64,
@@ -361,7 +377,9 @@ pub struct Process<'a> {
     /// Calls per kind: `fsync`, `fdatasync`, `sync_file_range`, `syncfs`, `sync`, `msync`,
     /// `O_DSYNC write`, `O_SYNC write` (writes the filesystem made durable before
     /// returning), `io_uring fsync`, `io_uring fdatasync`, `io_uring sync_file_range`,
-    /// `io_uring O_DSYNC write` (an io_uring write on an `O_DSYNC`/`O_SYNC` file).
+    /// `io_uring O_DSYNC write` (an io_uring write on an `O_DSYNC`/`O_SYNC` file), and
+    /// `sync_file_range(WRITE)`: calls that only start write-back (no wait flag), not
+    /// counted in `syncs`.
     pub sync_kinds: std::collections::BTreeMap<&'static str, u64>,
     pub sync_errors: u64,
     pub sync_latency_us: Percentiles,
@@ -549,6 +567,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             reads: f.reads,
             writes: f.writes,
             others: f.others,
+            flushes: f.flushes,
             read_bytes: f.read_bytes,
             write_bytes: f.write_bytes,
             logical_write_bytes: f.logical_write_bytes,
@@ -570,7 +589,16 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             queue_us: (&f.queue).into(),
             device_us: (&f.device).into(),
             syncs: f.sync.syncs,
-            sync_kinds: f.sync.kinds.iter().copied().collect(),
+            sync_kinds: f
+                .sync
+                .kinds
+                .iter()
+                .copied()
+                .chain(
+                    (f.sync.writeback_starts > 0)
+                        .then_some(("sync_file_range(WRITE)", f.sync.writeback_starts)),
+                )
+                .collect(),
             fua_writes: f.fua_writes,
             sync_errors: f.sync.errors,
             sync_latency_us: (&f.sync.latency).into(),
@@ -593,6 +621,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                     reads: d.reads,
                     writes: d.writes,
                     others: d.others,
+                    flushes: d.flushes,
                     read_bytes: d.read_bytes,
                     write_bytes: d.write_bytes,
                     fua_writes: d.fua_writes,
@@ -688,13 +717,38 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// Findings (and threads in D) listed per line at most: worst first, the rest counted.
+pub const MAX_FINDINGS: usize = 50;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What bounds one line: the processes listed (the rest summed) and the pids asked for.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds<'a> {
+    pub pids: &'a [u32],
+    pub max_procs: usize,
+}
+
+impl Default for Bounds<'_> {
+    fn default() -> Self {
+        Self {
+            pids: &[],
+            max_procs: usize::MAX,
+        }
+    }
+}
+
 /// The JSON object of one interval.
 pub fn interval<'a>(
     snap: &'a Snapshot,
     ts: String,
-    pids: &[u32],
+    bounds: Bounds<'_>,
     degraded: &'a [String],
 ) -> Interval<'a> {
+    let (procs, others) = super::listed_procs(snap, bounds.pids, bounds.max_procs);
+    let active = snap.findings.iter().filter(|f| f.active).count();
     Interval {
         ts,
         interval_s: (snap.interval_secs() * 1000.0).round() / 1000.0,
@@ -717,13 +771,13 @@ pub fn interval<'a>(
         host: (&snap.host).into(),
         // Every disk seen since start, idle ones with zeros, so scripts see a stable list.
         disks: snap.disks.iter().map(Disk::from).collect(),
-        processes: active_procs(snap, pids)
-            .into_iter()
-            .map(Process::from)
-            .collect(),
+        processes: procs.into_iter().map(Process::from).collect(),
+        processes_others: others,
+        dstate_omitted: snap.dstate.len().saturating_sub(MAX_FINDINGS) as u64,
         dstate: snap
             .dstate
             .iter()
+            .take(MAX_FINDINGS)
             .map(|d| DState {
                 pid: d.tgid,
                 tid: d.tid,
@@ -749,15 +803,17 @@ pub fn interval<'a>(
             .findings
             .iter()
             .filter(|f| f.active)
+            .take(MAX_FINDINGS)
             .map(FindingJson::from)
             .collect(),
+        findings_omitted: active.saturating_sub(MAX_FINDINGS) as u64,
         degraded,
     }
 }
 
 /// One NDJSON line (no trailing newline).
-pub fn to_line(snap: &Snapshot, ts: String, pids: &[u32], degraded: &[String]) -> String {
-    serde_json::to_string(&interval(snap, ts, pids, degraded))
+pub fn to_line(snap: &Snapshot, ts: String, bounds: Bounds<'_>, degraded: &[String]) -> String {
+    serde_json::to_string(&interval(snap, ts, bounds, degraded))
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
@@ -771,9 +827,13 @@ mod tests {
     #[test]
     fn the_json_contract_is_pinned() {
         let snap = demo_snapshot();
-        let value =
-            serde_json::to_value(interval(&snap, "2026-11-22T00:00:01.250Z".into(), &[], &[]))
-                .unwrap();
+        let value = serde_json::to_value(interval(
+            &snap,
+            "2026-11-22T00:00:01.250Z".into(),
+            Bounds::default(),
+            &[],
+        ))
+        .unwrap();
         insta::assert_snapshot!("interval", serde_json::to_string_pretty(&value).unwrap());
     }
 
@@ -781,7 +841,8 @@ mod tests {
     fn host_figures_unknown_are_null_not_zero() {
         let mut snap = demo_snapshot();
         snap.host = HostFigures::default();
-        let value = serde_json::to_value(interval(&snap, String::new(), &[], &[])).unwrap();
+        let value =
+            serde_json::to_value(interval(&snap, String::new(), Bounds::default(), &[])).unwrap();
         let host = value["host"].as_object().unwrap();
         assert_eq!(host.len(), 10, "{host:?}");
         assert!(host.values().all(serde_json::Value::is_null), "{host:?}");
@@ -790,7 +851,8 @@ mod tests {
     #[test]
     fn call_latency_prequeue_and_dirty_pauses_per_process() {
         let snap = crate::model::fixtures::throttled_snapshot();
-        let value = serde_json::to_value(interval(&snap, String::new(), &[], &[])).unwrap();
+        let value =
+            serde_json::to_value(interval(&snap, String::new(), Bounds::default(), &[])).unwrap();
         let procs = value["processes"].as_array().unwrap();
         let by_pid = |pid: u64| procs.iter().find(|p| p["pid"] == pid).unwrap();
         let fio = by_pid(4321);
@@ -823,7 +885,8 @@ mod tests {
     #[test]
     fn pid_is_the_process_and_tid_the_thread() {
         let snap = demo_snapshot();
-        let value = serde_json::to_value(interval(&snap, String::new(), &[], &[])).unwrap();
+        let value =
+            serde_json::to_value(interval(&snap, String::new(), Bounds::default(), &[])).unwrap();
         let make = value["dstate"]
             .as_array()
             .unwrap()

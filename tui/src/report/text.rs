@@ -2,14 +2,15 @@
 
 use std::fmt::Write as _;
 
-use super::active_procs;
+use super::listed_procs;
 use crate::{
     model::{HostFigures, Snapshot, wait_site},
     units::{self, mib, ms, us},
 };
 
 /// The report of one interval; `clock` is the wall-clock time to print (HH:MM:SS).
-pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
+/// The report of one interval: at most `max_procs` processes (the rest summed in one row).
+pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) -> String {
     let mut out = String::new();
     let e = &snap.events;
     let _ = writeln!(
@@ -73,7 +74,8 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
         "PREQ(ms)",
         "PAUSE(ms)"
     );
-    for p in active_procs(snap, pids) {
+    let (procs, others) = listed_procs(snap, pids, max_procs);
+    for p in procs {
         let f = &p.interval;
         let _ = writeln!(
             out,
@@ -93,6 +95,24 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32]) -> String {
             us(f.waits.calls.latency.p99_ns),
             f.waits.calls.prequeue_ns / 1_000_000,
             f.waits.dirty.pause_ns / 1_000_000,
+        );
+    }
+    if let Some(o) = others {
+        let _ = writeln!(
+            out,
+            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9} {:>9} {:>7.1} {:>9} {:>6} {:>7}",
+            "+",
+            format!("({} others)", o.processes),
+            snap.rate(o.reads),
+            snap.rate(o.writes),
+            mib(snap.rate(o.read_bytes)),
+            mib(snap.rate(o.write_bytes)),
+            "",
+            "",
+            snap.rate(o.syncs),
+            "",
+            "",
+            o.dstate_ms,
         );
     }
     for d in &snap.dstate {
@@ -162,7 +182,7 @@ mod tests {
 
     #[test]
     fn each_interval_has_a_host_line_under_its_header() {
-        let report = interval(&demo_snapshot(), "00:00:07", &[]);
+        let report = interval(&demo_snapshot(), "00:00:07", &[], usize::MAX);
         let lines: Vec<&str> = report.lines().collect();
         assert_eq!(
             lines[1],
@@ -176,10 +196,10 @@ mod tests {
     fn a_replay_without_host_figures_has_no_host_line() {
         let mut snap = demo_snapshot();
         snap.host = HostFigures::default();
-        let report = interval(&snap, "00:00:07", &[]);
+        let report = interval(&snap, "00:00:07", &[], usize::MAX);
         assert!(!report.lines().any(|l| l.starts_with("host")), "{report}");
         snap.host.procs_blocked = Some(0);
-        let report = interval(&snap, "00:00:07", &[]);
+        let report = interval(&snap, "00:00:07", &[], usize::MAX);
         assert_eq!(report.lines().nth(1), Some("host blocked 0"), "{report}");
     }
 }

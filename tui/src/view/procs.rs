@@ -151,6 +151,7 @@ fn add(sum: &mut ProcFigures, f: &ProcFigures) {
     sum.reads += f.reads;
     sum.writes += f.writes;
     sum.others += f.others;
+    sum.flushes += f.flushes;
     sum.read_bytes += f.read_bytes;
     sum.write_bytes += f.write_bytes;
     sum.writeback_bytes += f.writeback_bytes;

@@ -370,7 +370,7 @@ fn a_replay_without_host_figures_shows_none_and_leaves_the_line_as_it_was() {
     snap.host = crate::model::HostFigures::default();
     assert_eq!(
         top_line(80, &snap, &ui()),
-        "iotop-bpf db01 6.18.44 up 0:00:07 192 ev/s dropped 0 every 7.0s D:2"
+        "iotop-bpf db01 6.18.44 up 0:00:07 220 ev/s dropped 0 every 7.0s D:2"
     );
 }
 

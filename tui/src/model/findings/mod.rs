@@ -12,6 +12,7 @@
 
 mod dirty_throttled;
 mod disk_patterns;
+mod empty_syncs;
 pub mod io_throttled;
 mod latency_shape;
 mod long_d_state;
@@ -37,6 +38,7 @@ pub enum FindingKind {
     LongDState,
     IoThrottled,
     DirtyThrottled,
+    EmptySyncs,
 }
 
 impl FindingKind {
@@ -54,10 +56,11 @@ impl FindingKind {
             Self::LongDState => "long_d_state",
             Self::IoThrottled => "io_throttled",
             Self::DirtyThrottled => "dirty_throttled",
+            Self::EmptySyncs => "empty_syncs",
         }
     }
 
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::SubBlockTailWrite,
         Self::WriteAmplification,
         Self::UnalignedDirectIo,
@@ -69,6 +72,7 @@ impl FindingKind {
         Self::LongDState,
         Self::IoThrottled,
         Self::DirtyThrottled,
+        Self::EmptySyncs,
     ];
 }
 
@@ -186,11 +190,12 @@ impl Scene<'_> {
 }
 
 /// Detectors that judge one process at a time.
-const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 6] = [
+const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 7] = [
     sub_block_tail_write::check,
     write_amplification::check,
     unaligned_direct_io::check,
     sync_storm::check,
+    empty_syncs::check,
     io_throttled::check,
     dirty_throttled::check,
 ];

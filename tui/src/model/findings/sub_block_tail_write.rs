@@ -10,6 +10,11 @@
 //! by the block layer (which hides the small request; it happens or not with timing). A small
 //! write alone is never enough: XFS log and metadata writes (other tasks) and deliberate
 //! small direct I/O into written space (no zeroing predicted) do not count.
+//!
+//! Unwritten extents (a file preallocated with `fallocate`, as fio lays its files out) are
+//! zeroed the same way around every sub-block write inside the file, which no tracepoint
+//! predicts: there the zeroing requests alone are the evidence, each exactly the size the
+//! zeroing would have around a recent unaligned write, alone or merged with its data.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
 use crate::model::ProcRow;
@@ -19,11 +24,15 @@ pub const MIN_ZEROING_WRITES: u64 = 3;
 /// Block-finishing write requests seen, as a share of the predicted zeroing writes.
 pub const MIN_CONFIRMED_SHARE: f64 = 0.25;
 
+pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
+    past_eof(scene, proc).or_else(|| unwritten(scene, proc))
+}
+
 #[expect(
     clippy::cast_precision_loss,
     reason = "ratios for display and thresholds"
 )]
-pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
+fn past_eof(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let dio = &proc.interval.dio;
     if dio.tail_writes < MIN_ZEROING_WRITES || dio.fs_block_size == 0 {
         return None;
@@ -74,7 +83,66 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         .to_string();
     finding.fix = format!(
         "start direct writes at {block}-byte aligned offsets with sizes in whole blocks \
-         (statx STATX_DIOALIGN), or preallocate the file so writes do not extend EOF"
+         (statx STATX_DIOALIGN), or extend the file with written zeros first (fallocate's \
+         unwritten extents are zeroed around each write the same way)"
+    );
+    Some(finding)
+}
+
+/// Sub-block direct writes inside the file, into unwritten (preallocated) extents.
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "ratios for display and thresholds"
+)]
+fn unwritten(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
+    let dio = &proc.interval.dio;
+    let zeroing = dio.inside_zeroing_requests;
+    if zeroing < MIN_ZEROING_WRITES
+        || dio.fs_block_size == 0
+        || (zeroing as f64) < dio.inside_calls as f64 * MIN_CONFIRMED_SHARE
+    {
+        return None;
+    }
+    let block = dio.fs_block_size;
+    let (pos, count) = dio.inside_example.unwrap_or_default();
+    let share = dio.inside_zeroed_bytes as f64 / dio.data_bytes.max(1) as f64;
+    let mut finding =
+        Finding::new(scene, FindingKind::SubBlockTailWrite, Severity::Warning).of_process(proc);
+    finding.dev = dio.disk;
+    finding.files = dio.file.iter().cloned().collect();
+    let file = finding
+        .file()
+        .map_or_else(String::new, |f| format!(" to {f}"));
+    finding.summary = format!(
+        "{} (pid {}): O_DIRECT writes{file} off {block}-byte blocks into preallocated, \
+         unwritten extents (e.g. {count} B at offset {pos}): the kernel zeroes the rest of \
+         each block, {zeroing} zeroing writes, {} more than the data ({:.0}%)",
+        proc.comm,
+        proc.tgid,
+        crate::model::quantity::bytes(dio.inside_zeroed_bytes),
+        share * 100.0,
+    );
+    finding.evidence = vec![
+        ("zeroing_writes", Evidence::Count(zeroing)),
+        ("unaligned_writes_inside", Evidence::Count(dio.inside_calls)),
+        ("zeroed_bytes", Evidence::Count(dio.inside_zeroed_bytes)),
+        ("data_bytes", Evidence::Count(dio.data_bytes)),
+        (
+            "zeroed_share",
+            Evidence::Ratio((share * 1000.0).round() / 1000.0),
+        ),
+        ("fs_block_size", Evidence::Count(u64::from(block))),
+        ("example_offset", Evidence::Count(pos)),
+        ("example_bytes", Evidence::Count(count)),
+        ("extents", Evidence::Text("unwritten".to_string())),
+    ];
+    finding.why = "fallocate leaves unwritten extents; a direct write that covers part of an \
+                   unwritten block makes the kernel write zeros over the rest of it first \
+                   (iomap_dio_zero), an extra write per block, before the extent is converted"
+        .to_string();
+    finding.fix = format!(
+        "write whole {block}-byte aligned blocks (statx STATX_DIOALIGN), or fill the file with \
+         written zeros instead of fallocate (fio: --fallocate=none with a zero-filled layout)"
     );
     Some(finding)
 }

@@ -120,9 +120,16 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         ("sync_kind", Evidence::Text(kind.to_string())),
         ("charged_to_journal_thread", Evidence::Text(journal)),
     ];
+    // Only what the evidence shows: a journal commit where journal writes were charged, a
+    // cache flush where the calls flushed.
+    let extra = match (charged > 0, small.flushes > 0) {
+        (true, true) => ", plus a journal commit and a cache flush",
+        (true, false) => ", plus a journal commit",
+        (false, true) => ", plus a cache flush",
+        (false, false) => "",
+    };
     finding.why = format!(
-        "each {kind} of less than a {block}-byte filesystem block still writes a whole block, \
-         plus a journal commit and a cache flush"
+        "each {kind} of less than a {block}-byte filesystem block still writes a whole block{extra}"
     );
     finding.fix = if s.kind_is_write() {
         format!(

@@ -148,7 +148,7 @@ pub fn files(k: &KernelFacts) -> Result<FileOffsets, String> {
         file_dentry: off(k, "file", "f_path")? + off(k, "path", "dentry")?,
         dentry_name: off(k, "dentry", "d_name")? + off(k, "qstr", "name")?,
         dentry_parent: off(k, "dentry", "d_parent")?,
-        _pad: 0,
+        inode_mode: off(k, "inode", "i_mode")?,
     })
 }
 

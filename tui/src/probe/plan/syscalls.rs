@@ -132,7 +132,7 @@ const CLASSIC: &[(&str, &str, &[&str])] = &[
     (
         "sync_enter_sync_file_range",
         "sys_enter_sync_file_range",
-        &["fd"],
+        &["fd", "flags@range"],
     ),
     ("sync_enter_syncfs", "sys_enter_syncfs", &["fd"]),
     ("sync_enter_sync", "sys_enter_sync", &[]),
@@ -151,6 +151,7 @@ fn slot<'a>(offsets: &'a mut SyscallOffsets, name: &str) -> Option<&'a mut u32> 
         "vec" => &mut offsets.vec,
         "vlen" => &mut offsets.vlen,
         "flags" => &mut offsets.flags,
+        "flags@range" => &mut offsets.range_flags,
         "ret" => &mut offsets.ret,
         _ => return None,
     })
@@ -202,7 +203,9 @@ fn classic(k: &KernelFacts, plan: &mut Plan) {
 pub(super) fn fits(format: &EventFormat, args: &[&str], offsets: &mut SyscallOffsets) -> bool {
     let mut proposed = *offsets;
     for &arg in args {
-        let Some(field) = format.field(arg) else {
+        // `name@slot`: the field `name`, kept in the slot `name@slot` (sync_file_range's
+        // flags are not where msync's are).
+        let Some(field) = format.field(arg.split('@').next().unwrap_or(arg)) else {
             return false;
         };
         if field.size != 8 {
