@@ -109,3 +109,6 @@ pub const GLOBAL_SYSCALL_TABLE: &str = "SYSCALL_TABLE";
 pub const GLOBAL_FAULT_INJECT: &str = "FAULT_INJECT";
 /// [`GLOBAL_FAULT_INJECT`]: the D-state switch probe reads past its arguments.
 pub const FAULT_REJECT_DSTATE: u32 = 1;
+/// [`GLOBAL_FAULT_INJECT`]: the wakeup probe that takes D episodes' stacks (`tp_btf`) reads
+/// past its arguments, so the plain one replaces it.
+pub const FAULT_REJECT_WAIT_SITES: u32 = 2;

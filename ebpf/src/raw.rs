@@ -262,24 +262,29 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
 /// `sched_wakeup(struct task_struct *p)`.
 #[raw_tracepoint(tracepoint = "sched_wakeup")]
 pub fn raw_dstate_wakeup(ctx: RawTracePointContext) -> i32 {
-    let task: u64 = ctx.arg(0);
+    wakeup(ctx.arg(0), crate::sched::NoWakeupStack);
+    0
+}
+
+/// Ends the D episode of `task`, if it has one (both wakeup programs).
+#[inline(always)]
+pub fn wakeup(task: u64, stack: impl crate::sched::WakeupStack) {
     let o = RAW_OFFSETS.load();
     // Most wakeups are of tasks sleeping in S: one read and out. (A hit still looks its
     // thread up: the bit is also left set from an earlier D sleep.)
     if o.task_load_bit < 32 {
         let word: u32 = read(task, o.task_load_word).unwrap_or(u32::MAX);
         if word & (1 << o.task_load_bit) == 0 {
-            return 0;
+            return;
         }
     }
     let Ok(pid) = read::<u32>(task, o.task_pid) else {
-        return 0;
+        return;
     };
     let comm = || read(task, o.task_comm).unwrap_or([0; COMM_LEN]);
     match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
-        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns),
+        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns, stack),
         WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
         WakeupOutcome::NoEpisode => {}
     }
-    0
 }

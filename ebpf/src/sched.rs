@@ -7,17 +7,19 @@ use aya_ebpf::{
     Global,
     bindings::{BPF_F_MMAPABLE, BPF_F_REUSE_STACKID},
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{Array, LruPerCpuHashMap, PerCpuArray, StackTrace},
-    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
+    programs::{
+        BtfTracePointContext, RawTracePointContext, TracePointContext, tracing::StackIdContext,
+    },
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
     assoc::{Way, choose, position},
     dstate::{
-        DStateRecord, EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, EpisodeTable,
-        STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WakeupOutcome, episode_set, on_switch,
-        on_wakeup,
+        DSTATE_FRAMES, DStateRecord, EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, EpisodeTable,
+        STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WAKEUP_STACK_NONE, WakeupOutcome,
+        episode_set, on_switch, on_wakeup,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
     tracepoint::ABSENT,
@@ -264,15 +266,53 @@ pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
         comm
     };
     match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
-        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns),
+        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns, NoWakeupStack),
         WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
         WakeupOutcome::NoEpisode => {}
     }
     0
 }
 
+/// How a finished episode's record gets its stack: taken by the kernel into the record's
+/// `ips` (returning the bytes taken or a negative errno), or none at all.
+pub trait WakeupStack {
+    fn take(self, ips: *mut [u64; DSTATE_FRAMES]) -> i32;
+}
+
+/// The programs that cannot take the sleeper's stack (no BTF pointer to it).
+pub struct NoWakeupStack;
+
+impl WakeupStack for NoWakeupStack {
+    #[inline(always)]
+    fn take(self, _ips: *mut [u64; DSTATE_FRAMES]) -> i32 {
+        WAKEUP_STACK_NONE
+    }
+}
+
+/// The woken task itself, as the BTF tracepoint passes it: it still sleeps at its wait site
+/// (the wakeup runs under its runqueue's lock, before it can run), so its stack is where it
+/// waited.
+struct SleeperStack(*mut aya_ebpf::bindings::task_struct);
+
+impl WakeupStack for SleeperStack {
+    #[inline(always)]
+    fn take(self, ips: *mut [u64; DSTATE_FRAMES]) -> i32 {
+        // SAFETY: a trusted task pointer from the tracepoint; `ips` is reserved ring memory
+        // of exactly this size.
+        let taken = unsafe {
+            aya_ebpf::helpers::generated::bpf_get_task_stack(
+                self.0,
+                ips.cast(),
+                core::mem::size_of::<[u64; DSTATE_FRAMES]>() as u32,
+                0,
+            )
+        };
+        taken as i32
+    }
+}
+
 #[inline(always)]
-pub fn finished(episode: &Episode, end_ns: u64) {
+pub fn finished(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
     let duration = end_ns - episode.start_ns;
     add_per_cpu!(DSTATE_TIME, &episode.tgid, duration);
     if duration < DSTATE_RECORD_MIN_NS.load() {
@@ -282,14 +322,29 @@ pub fn finished(episode: &Episode, end_ns: u64) {
         bump(COUNTER_RING_DROPPED);
         return;
     };
-    slot.write(DStateRecord {
-        header: RecordHeader {
+    let record = slot.as_mut_ptr();
+    // SAFETY: reserved ring memory for one record, written field by field (the 192 bytes
+    // of frames never pass through the 512-byte BPF stack).
+    unsafe {
+        (*record).header = RecordHeader {
             kind: RECORD_DSTATE,
             size: core::mem::size_of::<DStateRecord>() as u16,
             _reserved: 0,
-        },
-        end_ns,
-        episode: *episode,
-    });
+        };
+        (*record).end_ns = end_ns;
+        (*record).episode = *episode;
+        (*record)._pad = 0;
+        (*record).stack_bytes = stack.take(&raw mut (*record).ips);
+    }
     submit(slot);
+}
+
+/// `sched_wakeup(struct task_struct *p)` with BTF: the raw tracepoint's logic
+/// (`raw_dstate_wakeup`), plus the sleeper's stack for every episode long enough to stream.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn dstate_wakeup_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_WAIT_SITES);
+    let task: *mut aya_ebpf::bindings::task_struct = ctx.arg(0);
+    crate::raw::wakeup(task as u64, SleeperStack(task));
+    0
 }

@@ -29,10 +29,9 @@ pub fn index<const N: usize>(i: usize) -> usize {
 #[unsafe(no_mangle)]
 static FAULT_INJECT: aya_ebpf::Global<u32> = aya_ebpf::Global::new(0);
 
-/// Reads beyond a raw tracepoint's arguments if [`FAULT_INJECT`] is `fault`.
+/// Reads beyond a (raw or BTF) tracepoint's arguments if [`FAULT_INJECT`] is `fault`.
 #[inline(always)]
-pub fn inject(ctx: &aya_ebpf::programs::RawTracePointContext, fault: u32) {
-    use aya_ebpf::EbpfContext as _;
+pub fn inject(ctx: &impl aya_ebpf::EbpfContext, fault: u32) {
     if FAULT_INJECT.load() == fault {
         // SAFETY: never runs: the verifier refuses the program first.
         unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u64).add(64)) };

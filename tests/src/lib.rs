@@ -232,8 +232,13 @@ impl JsonRun {
     }
 
     /// Runs `command` (iotop-bpf, or a wrapper that execs it, such as setpriv) with
-    /// `--json -d 0.5` appended.
+    /// `--json -d 0.5` appended, and `--procs 10000` unless it sets `--procs`: the tests
+    /// find processes by pid, and a busy machine (CI, another test's leftovers) can put
+    /// more than the default 25 in one interval, summing the least busy into `others`.
     pub fn start_command(mut command: Command) -> Self {
+        if !command.get_args().any(|a| a == "--procs") {
+            command.args(["--procs", "10000"]);
+        }
         let mut child = command
             .args(["--json", "-d", "0.5"])
             .stdout(Stdio::piped())

@@ -185,3 +185,144 @@ fn a_sleeping_process_is_never_listed() {
         .sum();
     assert!(d_ms < 100, "sleep counted {d_ms} ms in D");
 }
+
+/// Sums `dstate_sites` over the intervals: (episodes, resolved, with a reason).
+fn sites(intervals: &[Value]) -> (u64, u64, u64) {
+    intervals.iter().fold((0, 0, 0), |(e, r, why), i| {
+        let s = &i["dstate_sites"];
+        (
+            e + num(s, "episodes"),
+            r + num(s, "resolved"),
+            why + num(s, "not_sampled") + num(s, "symbols_hidden") + num(s, "stack_lost"),
+        )
+    })
+}
+
+/// A throttled fsync writer (episodes of tens of ms) among two direct readers on a RAM-backed
+/// disk (thousands of sub-millisecond episodes a second, which use up the probes' stack
+/// samples): `(intervals, writer pid)`.
+fn long_waits_among_short_ones(env: &[(&str, &str)]) -> (Vec<Value>, u32) {
+    let slow = LoopFs::new("ext4", 256);
+    let throttle = BlkioThrottle::new(&slow.dev, 40);
+    let fast = LoopFs::new("ext4", 256);
+    let data = fast.path("data");
+    iotop_bpf_integration::sh(
+        "dd",
+        &[
+            "if=/dev/zero",
+            &format!("of={}", data.display()),
+            "bs=1M",
+            "count=64",
+            "status=none",
+        ],
+    );
+    let run = JsonRun::start_with_env(&[], env);
+    let mut readers = std::process::Command::new("fio")
+        .args([
+            "--name=short-waits",
+            &format!("--filename={}", data.display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--numjobs=2",
+            "--time_based",
+            "--runtime=6",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("fio runs");
+    let dir = slow.path("slow");
+    let (pid, _) = workload_in(
+        Some(&throttle.name),
+        &[
+            "small-sync",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--count",
+            "60",
+        ],
+    );
+    readers.wait().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    (run.stop(), pid)
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn every_episode_of_a_millisecond_or_more_has_its_wait_site() {
+    if !require_root("every_episode_of_a_millisecond_or_more_has_its_wait_site") {
+        return;
+    }
+    let (intervals, pid) = long_waits_among_short_ones(&[]);
+    let (episodes, resolved, _) = sites(&intervals);
+    eprintln!("wait sites: {resolved} of {episodes} finished episodes of 1 ms or more");
+    assert!(episodes >= 40, "the throttled writer waited: {episodes}");
+    assert!(
+        resolved * 100 >= episodes * 95,
+        "at least 95% have their site: {resolved} of {episodes}"
+    );
+    let writer: Vec<String> = recent(&intervals, pid)
+        .into_iter()
+        .map(stack_text)
+        .collect();
+    assert!(
+        writer.iter().any(|s| [
+            "jbd2",
+            "ext4_sync_file",
+            "io_schedule",
+            "folio_wait",
+            "blk_"
+        ]
+        .iter()
+        .any(|w| s.contains(w))),
+        "the writer's longest waits name the journal or the I/O: {writer:#?}"
+    );
+    // Threads in D at a tick: a site, or why not, for every one.
+    let listed: Vec<&Value> = intervals
+        .iter()
+        .flat_map(|i| i["dstate"].as_array().unwrap().iter())
+        .collect();
+    let unexplained: Vec<&&Value> = listed
+        .iter()
+        .filter(|d| stack_text(d).is_empty() && d["stack_missing"].is_null())
+        .collect();
+    assert!(unexplained.is_empty(), "{unexplained:#?}");
+    let with_site = listed.iter().filter(|d| !stack_text(d).is_empty()).count();
+    assert!(
+        with_site * 100 >= listed.len() * 95,
+        "threads in D have their site (root reads /proc): {with_site} of {}",
+        listed.len()
+    );
+}
+
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn without_the_stack_taking_wakeup_each_missing_site_says_why() {
+    if !require_root("without_the_stack_taking_wakeup_each_missing_site_says_why") {
+        return;
+    }
+    let (intervals, _) = long_waits_among_short_ones(&[("IOTOP_BPF_FAULT", "reject-wait-sites")]);
+    let degraded: Vec<&str> = intervals
+        .iter()
+        .flat_map(|i| i["degraded"].as_array().unwrap().iter())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        degraded.iter().any(|d| d.starts_with(
+            "D episodes show a wait site only when sampled: dstate_wakeup_btf (tp_btf:sched_wakeup) not attached"
+        )),
+        "{degraded:#?}"
+    );
+    let (episodes, resolved, explained) = sites(&intervals);
+    eprintln!("sampled stacks alone: {resolved} of {episodes} finished episodes have a site");
+    assert!(episodes >= 40, "the D-state pane still works: {episodes}");
+    assert_eq!(resolved + explained, episodes);
+    for e in intervals
+        .iter()
+        .flat_map(|i| i["dstate_recent"].as_array().unwrap().iter())
+        .filter(|e| stack_text(e).is_empty())
+    {
+        assert_eq!(e["stack_missing"], "not_sampled", "{e}");
+    }
+}

@@ -83,7 +83,7 @@ fn thirty_thousand_short_lived_processes_leave_the_memory_flat() {
     // SAFETY: a non-zero size; freed at the end.
     let buffer = unsafe { std::alloc::alloc_zeroed(layout) };
 
-    let run = JsonRun::start(&[]);
+    let run = JsonRun::start(&["--procs", "25"]);
     let tool = run.pid();
     thread::sleep(Duration::from_secs(2));
     let steady = rss_mib(tool);
@@ -141,7 +141,7 @@ fn thirty_thousand_short_lived_processes_leave_the_memory_flat() {
         .map(|i| i["processes"].as_array().map_or(0, Vec::len))
         .sum();
     assert!(seen > 0, "no process reported");
-    // Bounded lines: at most --procs (25) processes each, the rest summed.
+    // Bounded lines: at most --procs (25, the default) processes each, the rest summed.
     let longest = intervals
         .iter()
         .map(|i| serde_json::to_string(i).unwrap().len())

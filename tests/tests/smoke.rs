@@ -1,7 +1,7 @@
 //! The kernel matrix's smoke set (`cargo xtask kernels` runs it in every guest; CI runs it
 //! on the host too): the tool starts, sees a dd with exact counts that agree with
 //! /proc/diskstats, counts short-lived processes' fsyncs, names lab001, sees a task in D and
-//! names the XFS tail write. Once as root, once as nobody with the documented capabilities.
+//! where it waits (and the wait site of 95% of all D episodes), and names the XFS tail write. Once as root, once as nobody with the documented capabilities.
 //!
 //! Each check is a cell of the matrix's table: the results go to
 //! `$IOTOP_BPF_SMOKE_OUT/<mode>.txt` (one `cell pass|FAIL detail` line each) when that is
@@ -149,7 +149,7 @@ fn syncs_cell(intervals: &[Value], pids: &[u32]) -> Cell {
 }
 
 fn dstate_cell(intervals: &[Value], pid: u32, seconds: u64) -> Cell {
-    let longest = intervals
+    let (longest, site) = intervals
         .iter()
         .flat_map(|i| {
             i["dstate"]
@@ -160,21 +160,48 @@ fn dstate_cell(intervals: &[Value], pid: u32, seconds: u64) -> Cell {
         })
         .filter(|d| d["pid"].as_u64() == Some(u64::from(pid)))
         .map(|d| {
-            d["blocked_ms"]
+            let ms = d["blocked_ms"]
                 .as_u64()
                 .or_else(|| d["duration_ms"].as_u64())
-                .unwrap_or(0)
+                .unwrap_or(0);
+            let frames: Vec<&str> = d["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            (ms, frames.join(" "))
         })
         .max()
-        .unwrap_or(0);
+        .unwrap_or_default();
     // At least most of the wait (the last interval may end before it does).
-    if longest * 2 >= seconds * 1000 {
-        Ok(format!("vfork parent in D {longest} ms of {seconds} s"))
-    } else {
-        Err(format!(
+    if longest * 2 < seconds * 1000 {
+        return Err(format!(
             "vfork parent seen in D {longest} ms, it waited {seconds} s"
-        ))
+        ));
     }
+    if !site.contains("vfork") {
+        return Err(format!("vfork parent's wait site: {site:?}"));
+    }
+    // Every finished episode of 1 ms or more, by anyone, has its wait site.
+    let sum = |field: &str| -> u64 {
+        intervals
+            .iter()
+            .map(|i| num(&i["dstate_sites"], field))
+            .sum()
+    };
+    let (episodes, resolved) = (sum("episodes"), sum("resolved"));
+    if resolved * 100 < episodes * 95 {
+        return Err(format!(
+            "wait sites of {resolved} of {episodes} episodes (not sampled {}, symbols hidden {}, lost {})",
+            sum("not_sampled"),
+            sum("symbols_hidden"),
+            sum("stack_lost")
+        ));
+    }
+    Ok(format!(
+        "vfork parent in D {longest} ms of {seconds} s, in vfork; sites of {resolved} of {episodes} episodes"
+    ))
 }
 
 fn finding_cell(intervals: &[Value], kind: &str, pid: u32, what: &str) -> Cell {

@@ -13,7 +13,7 @@ use thiserror::Error;
 
 use crate::model::{
     BlockIo, Comm, DStateEpisode, Dev, DioCall, Dirtier, FileRef, Input, Op, ProcessExit, SyncCall,
-    SyncKind,
+    SyncKind, WakeupStack,
 };
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -58,7 +58,9 @@ pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
                 start_ns: e.start_ns,
                 end_ns: raw.end_ns,
                 stack_id: e.stack_id,
+                wakeup_stack: wakeup_stack(&raw),
                 stack: Vec::new(),
+                no_stack: None,
             }))
         }
         RECORD_DIO => {
@@ -93,6 +95,22 @@ pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
             }))
         }
         kind => Err(DecodeError::UnknownKind(kind)),
+    }
+}
+
+/// The stack the wakeup program took, as many frames as the kernel filled.
+fn wakeup_stack(raw: &DStateRecord) -> WakeupStack {
+    match usize::try_from(raw.stack_bytes) {
+        Ok(0) => WakeupStack::None,
+        Ok(bytes) => WakeupStack::Taken(
+            raw.ips
+                .iter()
+                .take(bytes / 8)
+                .copied()
+                .take_while(|&ip| ip != 0)
+                .collect(),
+        ),
+        Err(_) => WakeupStack::Failed(raw.stack_bytes),
     }
 }
 

@@ -331,7 +331,7 @@ impl Row {
 /// The table, in Markdown.
 fn table(rows: &[Row]) -> String {
     let mut md = String::from(
-        "| kernel | loads | attribution = diskstats | syncs (short-lived) | D state | findings (lab001, XFS tail) | documented capabilities |\n|---|---|---|---|---|---|---|\n",
+        "| kernel | loads | attribution = diskstats | syncs (short-lived) | D state, wait sites | findings (lab001, XFS tail) | documented capabilities |\n|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
         let findings = match (row.get("lab001"), row.get("xfs tail")) {

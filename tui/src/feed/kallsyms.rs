@@ -132,6 +132,12 @@ impl Builder {
 }
 
 impl Kallsyms {
+    /// No symbols: /proc/kallsyms shows every address as zero (`kptr_restrict`, or no
+    /// CAP_SYSLOG) or could not be read.
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty()
+    }
+
     /// The function containing `addr`, or its hex value.
     pub fn symbol(&self, addr: u64) -> String {
         match self.addrs.partition_point(|&a| a <= addr) {

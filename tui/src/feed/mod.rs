@@ -31,7 +31,7 @@ use crate::{
     decode::decode,
     model::{
         CgroupInfo, Comm, DStateNow, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings,
-        DiskTotals, FileRef, Input, IoLimits, KernelCounters, KernelSample, SampleKind,
+        DiskTotals, FileRef, Input, IoLimits, KernelCounters, KernelSample, NoStack, SampleKind,
     },
     probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
 };
@@ -353,14 +353,16 @@ impl LiveFeed {
                 stale.push((tid, episode.start_ns));
                 continue;
             }
+            let (stack, no_stack) =
+                self.stacks
+                    .in_progress(tid, episode.start_ns, episode.stack_id);
             now.push(DStateNow {
                 tid,
                 tgid: episode.tgid,
                 comm: Comm::from_bytes(episode.comm).to_string(),
                 start_ns: Some(episode.start_ns),
-                stack: self
-                    .stacks
-                    .frames(tid, episode.start_ns, episode.stack_id, age),
+                stack,
+                no_stack,
             });
         }
         for (tid, start_ns) in stale {
@@ -381,6 +383,7 @@ impl LiveFeed {
                     comm: comm.clone(),
                     start_ns: None,
                     stack: stack.clone(),
+                    no_stack: stack.is_empty().then_some(NoStack::NotSampled),
                 });
             }
         }
@@ -735,12 +738,9 @@ fn annotate(
 ) {
     match input {
         Input::DState(episode) => {
-            episode.stack = stacks.frames(
-                episode.tid,
-                episode.start_ns,
-                episode.stack_id,
-                episode.end_ns.saturating_sub(episode.start_ns),
-            );
+            let wakeup = std::mem::take(&mut episode.wakeup_stack);
+            (episode.stack, episode.no_stack) =
+                stacks.finished(episode.tid, episode.start_ns, episode.stack_id, &wakeup);
         }
         Input::Dio(call) => {
             call.fs_block_size = block_sizes.fs_block_size(call.fs_dev, now_ns).unwrap_or(0);

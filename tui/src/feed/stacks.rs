@@ -1,26 +1,36 @@
-//! Kernel stacks of D episodes: from the probes' stack map when they took one, else from
-//! `/proc/TID/stack` for threads stuck long enough to be worth a file read.
+//! Kernel stacks of D episodes, and why one is missing.
 //!
-//! The probes take at most one stack per CPU per millisecond (a stack costs ~0.5 µs and
-//! synchronous I/O puts a thread in D for every request), so a short episode often has
-//! none. A thread still in D after [`PROC_AFTER_NS`] is what the D pane is for: its stack is
-//! read from /proc once per episode and kept until the episode ends, so its finished record
-//! gets it too.
+//! A finished episode long enough to stream carries the stack the wakeup program took from
+//! the sleeping thread (`dstate_wakeup_btf`): every such episode has its wait site. Where
+//! that program is not attached, the probes' sampled stacks remain: at most one per CPU
+//! per millisecond at the switch into D (a stack costs ~0.5 µs and synchronous I/O puts a
+//! thread in D for every request), so many episodes have none.
+//!
+//! A thread still in D has no wakeup yet: its stack comes from the probes' sample, else
+//! from `/proc/TID/stack` (root only), read at the first tick that sees the episode and
+//! kept until it ends, so its finished record gets it too when nothing better came.
 
 use std::collections::HashMap;
 
 use aya::maps::{MapData, StackTraceMap};
 
 use super::kallsyms::{self, Kallsyms};
+use crate::model::{NoStack, WakeupStack};
 
-/// An episode without a stack this old gets one from /proc.
-pub const PROC_AFTER_NS: u64 = 100_000_000;
+/// /proc stacks read per tick at most: a thousand threads stuck at once (a hung NFS mount)
+/// cost a thousand file reads, spread over a few ticks rather than one.
+const PROC_READS_PER_TICK: usize = 256;
+
+/// A wait site: frames, innermost first, or why there are none.
+pub type Site = (Vec<String>, Option<NoStack>);
 
 pub struct StackBook {
     map: StackTraceMap<MapData>,
     kallsyms: Symbols,
     /// tid -> (episode start, frames read from /proc), for episodes in progress.
     from_proc: HashMap<u32, (u64, Vec<String>)>,
+    /// /proc reads left in this tick.
+    proc_reads_left: usize,
 }
 
 impl StackBook {
@@ -30,36 +40,91 @@ impl StackBook {
             map,
             kallsyms: Symbols::Loading(Some(kallsyms)),
             from_proc: HashMap::new(),
+            proc_reads_left: PROC_READS_PER_TICK,
         }
     }
 
-    /// The frames of episode (`tid`, `start_ns`), with its probe stack id; `age_ns` is how
-    /// long it has lasted (so far, for one in progress).
-    pub fn frames(&mut self, tid: u32, start_ns: u64, stack_id: i32, age_ns: u64) -> Vec<String> {
-        if let Ok(id) = u32::try_from(stack_id)
-            && let Ok(trace) = self.map.get(&id, 0)
+    /// The site of finished episode (`tid`, `start_ns`): its wakeup stack, else its sampled
+    /// one, else the one /proc showed while it lasted.
+    pub fn finished(
+        &mut self,
+        tid: u32,
+        start_ns: u64,
+        stack_id: i32,
+        wakeup: &WakeupStack,
+    ) -> Site {
+        if let WakeupStack::Taken(ips) = wakeup
+            && !ips.is_empty()
         {
-            return self
-                .kallsyms
-                .get()
-                .frames(trace.frames().iter().map(|f| f.ip));
+            return self.symbolize(ips.iter().copied());
+        }
+        if let Some(site) = self.sampled(stack_id) {
+            return site;
+        }
+        if let Some((start, frames)) = self.from_proc.get(&tid)
+            && *start == start_ns
+            && !frames.is_empty()
+        {
+            return (frames.clone(), None);
+        }
+        match wakeup {
+            WakeupStack::Failed(_) => (Vec::new(), Some(NoStack::Lost)),
+            _ => (Vec::new(), Some(NoStack::NotSampled)),
+        }
+    }
+
+    /// The site of episode (`tid`, `start_ns`), still in progress: its sampled stack, else
+    /// /proc's (read once per episode, within the tick's budget).
+    pub fn in_progress(&mut self, tid: u32, start_ns: u64, stack_id: i32) -> Site {
+        if let Some(site) = self.sampled(stack_id) {
+            return site;
         }
         if let Some((start, frames)) = self.from_proc.get(&tid)
             && *start == start_ns
         {
-            return frames.clone();
+            return with_reason(frames.clone());
         }
-        if age_ns < PROC_AFTER_NS {
-            return Vec::new();
+        if self.proc_reads_left == 0 {
+            return (Vec::new(), Some(NoStack::NotSampled));
         }
+        self.proc_reads_left -= 1;
         let frames = proc_stack(tid);
         self.from_proc.insert(tid, (start_ns, frames.clone()));
-        frames
+        with_reason(frames)
     }
 
-    /// Forgets /proc stacks of episodes no longer in progress (`live` lists those that are).
+    /// Forgets /proc stacks of episodes no longer in progress (`live` lists those that are)
+    /// and starts the next tick's budget of /proc reads.
     pub fn retain(&mut self, live: impl Fn(u32, u64) -> bool) {
         self.from_proc.retain(|&tid, (start, _)| live(tid, *start));
+        self.proc_reads_left = PROC_READS_PER_TICK;
+    }
+
+    /// The probes' sampled stack `stack_id`, if they took one.
+    fn sampled(&mut self, stack_id: i32) -> Option<Site> {
+        let id = u32::try_from(stack_id).ok()?;
+        Some(match self.map.get(&id, 0) {
+            Ok(trace) => self.symbolize(trace.frames().iter().map(|f| f.ip)),
+            // Replaced by another stack with the same hash (BPF_F_REUSE_STACKID).
+            Err(_) => (Vec::new(), Some(NoStack::Lost)),
+        })
+    }
+
+    fn symbolize(&mut self, ips: impl IntoIterator<Item = u64>) -> Site {
+        let kallsyms = self.kallsyms.get();
+        if kallsyms.is_empty() {
+            return (Vec::new(), Some(NoStack::SymbolsHidden));
+        }
+        with_reason(kallsyms.frames(ips))
+    }
+}
+
+/// Frames, or why there are none (nothing /proc would show, or nothing worth showing).
+fn with_reason(frames: Vec<String>) -> Site {
+    if frames.is_empty() {
+        (frames, Some(NoStack::NotSampled))
+    } else {
+        (frames, None)
     }
 }
 

@@ -407,6 +407,7 @@ fn slim(snap: &Snapshot) -> Snapshot {
             findings: snap.findings.clone(),
             dstate: snap.dstate.clone(),
             dstate_recent: snap.dstate_recent.clone(),
+            dstate_sites: snap.dstate_sites,
             host: snap.host,
         }
     }

@@ -234,6 +234,7 @@ impl Aggregator {
             findings,
             dstate,
             dstate_recent: self.dstate.longest_recent(sample.now_ns),
+            dstate_sites: self.dstate.take_sites(),
             host: self.host.close(&sample.host),
         }
     }

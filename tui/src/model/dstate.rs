@@ -8,7 +8,7 @@
 use super::FastMap;
 use super::{
     DStateEpisode, DStateNow,
-    snapshot::{DStateEpisodeRow, DStateTask},
+    snapshot::{DStateEpisodeRow, DStateTask, SiteCounts},
 };
 
 /// Finished episodes are remembered this long for "longest recent episodes".
@@ -37,6 +37,8 @@ pub(super) struct DStateBook {
     prev_time: FastMap<u32, u64>,
     /// (tid, start) of episodes in progress -> (tgid, ns already counted in past intervals).
     counted: FastMap<(u32, u64), (u32, u64)>,
+    /// The interval's finished episodes by wait site known or not.
+    sites: SiteCounts,
 }
 
 impl DStateBook {
@@ -51,6 +53,7 @@ impl DStateBook {
         {
             self.per_thread.remove(&oldest);
         }
+        self.sites.add(&episode.stack, episode.no_stack);
         let entry = self.per_thread.entry(episode.tid).or_default();
         entry.tgid = episode.tgid;
         entry.episodes += 1;
@@ -130,6 +133,7 @@ impl DStateBook {
                     comm: d.comm.clone(),
                     blocked_ns: d.start_ns.map(|start| now_ns.saturating_sub(start)),
                     stack: d.stack.clone(),
+                    no_stack: d.no_stack,
                     episodes: history.episodes,
                     total_ns: history.total_ns,
                 }
@@ -156,6 +160,7 @@ impl DStateBook {
                 duration_ns: e.duration_ns(),
                 ended_ns: e.end_ns,
                 stack: e.stack.clone(),
+                no_stack: e.no_stack,
             })
             .collect();
         rows.sort_by(|a, b| {
@@ -165,6 +170,11 @@ impl DStateBook {
         });
         rows.truncate(RECENT_LISTED);
         rows
+    }
+
+    /// The interval's counts of wait sites, started over for the next.
+    pub(super) fn take_sites(&mut self) -> SiteCounts {
+        std::mem::take(&mut self.sites)
     }
 
     /// Forgets the threads of a process that exited.

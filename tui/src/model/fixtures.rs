@@ -225,6 +225,7 @@ pub fn demo_snapshot() -> Snapshot {
             ]
             .map(String::from)
             .to_vec(),
+            no_stack: None,
         },
         DStateNow {
             tid: 5689,
@@ -234,6 +235,7 @@ pub fn demo_snapshot() -> Snapshot {
             stack: ["jbd2_log_wait_commit", "ext4_sync_file", "do_fsync"]
                 .map(String::from)
                 .to_vec(),
+            no_stack: None,
         },
     ];
     last.dstate_time = vec![(5689, 150 * MS)];

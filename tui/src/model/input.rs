@@ -400,8 +400,53 @@ pub struct DStateEpisode {
     pub end_ns: u64,
     /// Id in the kernel's stack map (negative: none); the feed symbolizes it into `stack`.
     pub stack_id: i32,
+    /// The stack the probes took at the wakeup; the feed symbolizes it into `stack` and
+    /// drops it (it is not recorded).
+    #[serde(skip)]
+    pub wakeup_stack: WakeupStack,
     /// Symbolized kernel frames, innermost first.
     pub stack: Vec<String>,
+    /// Why `stack` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_stack: Option<NoStack>,
+}
+
+/// The raw stack of a finished D episode, as the probes took it at its wakeup.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum WakeupStack {
+    /// None taken (the wakeup program with BTF is not attached; or already symbolized).
+    #[default]
+    None,
+    /// Return addresses, innermost first.
+    Taken(Vec<u64>),
+    /// The kernel's errno.
+    Failed(i32),
+}
+
+/// Why a D episode has no wait site: each is shown where the site would be, so that an
+/// unknown site is never a bare "?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoStack {
+    /// The probes sample stacks at the switch into D (one per CPU per millisecond), and
+    /// nothing else took one: the wakeup program with BTF is not attached, or, for a thread
+    /// still in D, /proc/TID/stack is not readable (it needs CAP_SYS_ADMIN).
+    NotSampled,
+    /// The kernel's symbols read as zero (`kptr_restrict`; CAP_SYSLOG shows them).
+    SymbolsHidden,
+    /// The kernel could not take the stack, or its entry was reused before it was read.
+    Lost,
+}
+
+impl NoStack {
+    /// A few words for where the wait site would be.
+    pub fn words(self) -> &'static str {
+        match self {
+            Self::NotSampled => "not sampled",
+            Self::SymbolsHidden => "symbols hidden",
+            Self::Lost => "stack lost",
+        }
+    }
 }
 
 impl DStateEpisode {
@@ -460,6 +505,9 @@ pub struct DStateNow {
     /// When its episode began; `None` for threads already in D when iotop-bpf started.
     pub start_ns: Option<u64>,
     pub stack: Vec<String>,
+    /// Why `stack` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_stack: Option<NoStack>,
 }
 
 /// What a sync call's fd referred to.

@@ -26,15 +26,16 @@ pub use hist::{Histogram, Log2Hist, SizeHist};
 pub use input::{
     BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, DioCallTotals,
     Dirtier, DirtyPauseTotals, DirtySettings, DiskGeometry, DiskStat, DiskTotals, FileRef,
-    HostSample, Input, IoLimit, IoLimits, KernelCounters, KernelSample, LimitKind, LoadAvg, Op,
-    ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
+    HostSample, Input, IoLimit, IoLimits, KernelCounters, KernelSample, LimitKind, LoadAvg,
+    NoStack, Op, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind, WakeupStack,
 };
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;
 pub use snapshot::{
     CallDisk, CallFigures, CallLatency, DStateEpisodeRow, DStateTask, DioFigures, DirtyFigures,
     DiskFigures, DiskRow, EventStats, HostFigures, Latency, Party, ProcDeviceRow, ProcFigures,
-    ProcRow, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, WaitFigures, Waits, wait_site,
+    ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, WaitFigures, Waits,
+    wait_site,
 };
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device

@@ -2,7 +2,7 @@
 //! start), ready for the views, the batch report and the JSON writer.
 
 use super::{
-    CgroupInfo, Dev, DiskGeometry, IoLimits,
+    CgroupInfo, Dev, DiskGeometry, IoLimits, NoStack,
     hist::{Histogram, Log2Hist, SizeHist},
     throttle::{CallHist, DirtyState},
 };
@@ -601,6 +601,8 @@ pub struct Snapshot {
     pub dstate: Vec<DStateTask>,
     /// The longest D episodes that ended in the last five minutes.
     pub dstate_recent: Vec<DStateEpisodeRow>,
+    /// How many of the interval's finished episodes (those streamed) have a wait site.
+    pub dstate_sites: SiteCounts,
     /// Host-wide load, run queue, iowait, I/O pressure and dirty memory at the interval's end.
     pub host: HostFigures,
 }
@@ -634,6 +636,28 @@ impl HostFigures {
     }
 }
 
+/// Finished D episodes by whether their wait site is known, and if not, why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteCounts {
+    pub episodes: u64,
+    pub resolved: u64,
+    pub not_sampled: u64,
+    pub symbols_hidden: u64,
+    pub lost: u64,
+}
+
+impl SiteCounts {
+    pub fn add(&mut self, stack: &[String], no_stack: Option<NoStack>) {
+        self.episodes += 1;
+        match (stack.is_empty(), no_stack) {
+            (false, _) => self.resolved += 1,
+            (true, Some(NoStack::SymbolsHidden)) => self.symbols_hidden += 1,
+            (true, Some(NoStack::Lost)) => self.lost += 1,
+            (true, Some(NoStack::NotSampled) | None) => self.not_sampled += 1,
+        }
+    }
+}
+
 /// A thread in D state now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DStateTask {
@@ -644,6 +668,8 @@ pub struct DStateTask {
     pub blocked_ns: Option<u64>,
     /// Where: symbolized kernel frames, innermost first.
     pub stack: Vec<String>,
+    /// Why `stack` is empty.
+    pub no_stack: Option<NoStack>,
     /// Its finished episodes (over the streaming threshold) and their total, since start.
     pub episodes: u64,
     pub total_ns: u64,
@@ -658,6 +684,7 @@ pub struct DStateEpisodeRow {
     pub duration_ns: u64,
     pub ended_ns: u64,
     pub stack: Vec<String>,
+    pub no_stack: Option<NoStack>,
 }
 
 /// Generic sleeping primitives: true of every wait, so they do not say where a task waits.
@@ -677,18 +704,22 @@ const GENERIC_WAITS: &[&str] = &[
 ];
 
 /// `a <- b <- c`: the first frames that say where a task waits (generic sleeping primitives
-/// skipped; `io_schedule` kept, it says the task waits for I/O).
-pub fn wait_site(stack: &[String], frames: usize) -> String {
+/// skipped; `io_schedule` kept, it says the task waits for I/O). Without frames, why not:
+/// `? not sampled`.
+pub fn wait_site(stack: &[String], no_stack: Option<NoStack>, frames: usize) -> String {
     let telling: Vec<&str> = stack
         .iter()
         .map(String::as_str)
         .filter(|f| !GENERIC_WAITS.contains(f))
         .take(frames)
         .collect();
-    if telling.is_empty() {
-        "?".to_string()
-    } else {
-        telling.join(" <- ")
+    match (telling.is_empty(), no_stack) {
+        (false, _) => telling.join(" <- "),
+        (true, Some(why)) => format!("? {}", why.words()),
+        // A recording made before the reasons were kept.
+        (true, None) if stack.is_empty() => "?".to_string(),
+        // Only generic sleeping frames: the wait is real but says nothing more.
+        (true, None) => stack.first().cloned().unwrap_or_default(),
     }
 }
 

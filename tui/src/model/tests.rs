@@ -500,7 +500,7 @@ fn same_events_give_the_same_snapshot() {
 
 mod dstate {
     use super::*;
-    use crate::model::{DStateEpisode, DStateNow};
+    use crate::model::{DStateEpisode, DStateNow, WakeupStack};
 
     fn now(pid: u32, tgid: u32, start_ns: Option<u64>) -> DStateNow {
         DStateNow {
@@ -509,6 +509,7 @@ mod dstate {
             comm: "stuck".into(),
             start_ns,
             stack: vec!["io_schedule".into(), "folio_wait_bit_common".into()],
+            no_stack: None,
         }
     }
 
@@ -539,7 +540,9 @@ mod dstate {
             start_ns: 500 * MS,
             end_ns: 2_700 * MS,
             stack_id: 1,
+            wakeup_stack: WakeupStack::None,
             stack: vec!["io_schedule".into()],
+            no_stack: None,
         });
         let s3 = tick(&mut model, 3_000 * MS, 2_200 * MS, vec![]);
         let d = |s: &Snapshot| {
@@ -607,9 +610,59 @@ mod dstate {
             "unknown start sorts first"
         );
         assert_eq!(
-            crate::model::wait_site(&s.dstate[1].stack, 3),
+            crate::model::wait_site(&s.dstate[1].stack, s.dstate[1].no_stack, 3),
             "io_schedule <- folio_wait_bit_common"
         );
+    }
+
+    #[test]
+    fn a_missing_wait_site_says_why_and_is_counted() {
+        use crate::model::{NoStack, wait_site};
+        assert_eq!(
+            wait_site(&[], Some(NoStack::SymbolsHidden), 3),
+            "? symbols hidden"
+        );
+        assert_eq!(
+            wait_site(&[], Some(NoStack::NotSampled), 3),
+            "? not sampled"
+        );
+        assert_eq!(wait_site(&[], None, 3), "?", "an old recording");
+        assert_eq!(
+            wait_site(&["schedule_timeout".into()], None, 3),
+            "schedule_timeout",
+            "only a generic wait: still a frame, not a question mark"
+        );
+        let mut model = Aggregator::new(Settings::default(), 0);
+        let episode = |tid: u32, stack: Vec<String>, no_stack| DStateEpisode {
+            tid,
+            tgid: tid,
+            comm: Comm::new("w"),
+            start_ns: 100 * MS,
+            end_ns: 150 * MS,
+            stack_id: -2,
+            wakeup_stack: WakeupStack::None,
+            stack,
+            no_stack,
+        };
+        model.ingest_dstate(&episode(1, vec!["io_schedule".into()], None));
+        model.ingest_dstate(&episode(2, vec![], Some(NoStack::NotSampled)));
+        model.ingest_dstate(&episode(3, vec![], Some(NoStack::SymbolsHidden)));
+        model.ingest_dstate(&episode(4, vec![], Some(NoStack::Lost)));
+        let s = tick(&mut model, 1_000 * MS, 0, vec![]);
+        assert_eq!(
+            s.dstate_sites,
+            crate::model::SiteCounts {
+                episodes: 4,
+                resolved: 1,
+                not_sampled: 1,
+                symbols_hidden: 1,
+                lost: 1
+            }
+        );
+        let s = tick(&mut model, 2_000 * MS, 0, vec![]);
+        assert_eq!(s.dstate_sites.episodes, 0, "per interval");
+        let why: Vec<_> = s.dstate_recent.iter().map(|e| e.no_stack).collect();
+        assert!(why.contains(&Some(NoStack::SymbolsHidden)), "{why:?}");
     }
 
     #[test]
@@ -659,7 +712,9 @@ fn d_state_history_stays_bounded() {
             start_ns: start,
             end_ns: start + 2 * MS + u64::from(tid % 7) * US,
             stack_id: -1,
+            wakeup_stack: WakeupStack::None,
             stack: vec!["io_schedule".into()],
+            no_stack: None,
         });
     }
     model.tick(&sample(1_000 * MS, &[]));

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
-    Ebpf, EbpfLoader,
+    Btf, Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
-    programs::{ProgramError, RawTracePoint, TracePoint},
+    programs::{BtfTracePoint, ProgramError, RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
     blame::GLOBAL_BLAME_OFFSETS,
@@ -55,7 +55,8 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// Set to `classic` to force the classic tracepoints (for comparison and tests).
 pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
 
-/// Set to `reject-dstate` (tests) to make the kernel refuse the D-state switch probe.
+/// Set (tests) to make the kernel refuse a probe: `reject-dstate`, the D-state switch probe;
+/// `reject-wait-sites`, the wakeup probe that takes stacks.
 pub const FAULT_ENV: &str = "IOTOP_BPF_FAULT";
 
 /// Bytes of unread ring data above which the kernel wakes the reader early (between the
@@ -156,11 +157,27 @@ impl Refusal {
 /// Loads `step`'s program (once per program) and attaches it, unless it is deferred.
 fn load_and_attach(
     ebpf: &mut Ebpf,
+    btf: Option<&Btf>,
     step: &Step,
     loaded: &mut std::collections::HashSet<&'static str>,
 ) -> Result<Option<Box<dyn Send>>> {
     let first = loaded.insert(step.program);
     match step.attach {
+        Attach::Btf(name) => {
+            let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
+            let program: &mut BtfTracePoint = ebpf
+                .program_mut(step.program)
+                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
+                .try_into()
+                .with_context(|| format!("{} is not a tp_btf program", step.program))?;
+            if first {
+                program.load(name, btf)?;
+            }
+            let link = program
+                .attach()
+                .with_context(|| format!("attach to tp_btf {name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
         Attach::Raw(name) => {
             let program = raw_program(ebpf, step.program)?;
             if first {
@@ -196,6 +213,7 @@ pub fn options_from_env() -> plan::Options {
         classic: std::env::var(MODE_ENV).is_ok_and(|v| v == "classic"),
         fault: match std::env::var(FAULT_ENV).as_deref() {
             Ok("reject-dstate") => iotop_bpf_common::raw::FAULT_REJECT_DSTATE,
+            Ok("reject-wait-sites") => iotop_bpf_common::raw::FAULT_REJECT_WAIT_SITES,
             _ => 0,
         },
     }
@@ -234,13 +252,14 @@ impl Probes {
     pub fn start(env: &Environment) -> Result<Self> {
         // aya's loader parses the kernel's BTF too when it is made (~15 ms here, more on a
         // busy host): let it do that on the other core while this one reads ours.
-        let loader = std::thread::spawn(EbpfLoader::new);
+        // With our own copy for the tp_btf programs (the loader keeps its own private).
+        let loader = std::thread::spawn(|| (EbpfLoader::new(), Btf::from_sys_fs().ok()));
         let facts = KernelFacts::gather(env.kernel_release.clone(), env.tracefs.clone());
         let plan = plan::plan(&facts, options_from_env()).map_err(|e| anyhow!(e))?;
-        let loader = loader
+        let (loader, btf) = loader
             .join()
             .map_err(|_| anyhow!("preparing the eBPF loader panicked"))?;
-        let mut probes = Self::load(&plan, &facts.access, loader)?;
+        let mut probes = Self::load(&plan, &facts.access, loader, btf.as_ref())?;
         probes
             .report
             .degraded
@@ -249,7 +268,12 @@ impl Probes {
     }
 
     /// Loads and attaches the programs of `plan`, one at a time.
-    pub fn load<'a>(plan: &'a Plan, access: &Access, mut loader: EbpfLoader<'a>) -> Result<Self> {
+    pub fn load<'a>(
+        plan: &'a Plan,
+        access: &Access,
+        mut loader: EbpfLoader<'a>,
+        btf: Option<&Btf>,
+    ) -> Result<Self> {
         if EBPF_OBJECT.is_empty() {
             bail!(
                 "this binary was built without its eBPF object (AYA_BUILD_SKIP was set); build it with `cargo xtask build`"
@@ -303,6 +327,12 @@ impl Probes {
                 failed.insert(step.program, reason);
                 continue;
             }
+            // The plainer program is for when the first choice was refused.
+            if let Some(first_choice) = step.instead_of
+                && !failed.contains_key(first_choice)
+            {
+                continue;
+            }
             if let Some(first) = step.after
                 && failed.contains_key(first)
             {
@@ -311,7 +341,7 @@ impl Probes {
                 failed.insert(step.program, reason);
                 continue;
             }
-            match load_and_attach(&mut ebpf, step, &mut loaded) {
+            match load_and_attach(&mut ebpf, btf, step, &mut loaded) {
                 Ok(Some(link)) => {
                     links.push(link);
                     report.attached.push(step.attach.to_string());
@@ -405,6 +435,7 @@ impl Probes {
                     })?;
                     Box::new(program.take_link(link)?)
                 }
+                Attach::Btf(name) => bail!("{} (tp_btf:{name}) is never deferred", step.program),
             };
             self.links.push(link);
         }

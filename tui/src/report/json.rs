@@ -7,7 +7,8 @@ use iotop_bpf_common::hist::slot_upper_us;
 use serde::Serialize;
 
 use crate::model::{
-    CallLatency, DiskRow, HostFigures, Latency, Log2Hist, Party, ProcRow, Snapshot, SyncPopulation,
+    CallLatency, DiskRow, HostFigures, Latency, Log2Hist, NoStack, Party, ProcRow, Snapshot,
+    SyncPopulation,
     findings::{Evidence, Finding},
 };
 
@@ -29,6 +30,7 @@ pub struct Interval<'a> {
     pub dstate_omitted: u64,
     /// The longest D episodes that ended in the last five minutes.
     pub dstate_recent: Vec<DStateEpisode<'a>>,
+    pub dstate_sites: Sites,
     /// The processes beyond `processes` (at most `--procs` of them, most relevant first:
     /// those with a finding, then the busiest), summed; absent when none was left out.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,6 +121,9 @@ pub struct DState<'a> {
     pub since_start: bool,
     /// Where it waits: kernel frames, innermost first.
     pub stack: &'a [String],
+    /// Why `stack` is empty: `not_sampled`, `symbols_hidden` or `stack_lost`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_missing: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -130,6 +135,31 @@ pub struct DStateEpisode<'a> {
     /// Seconds since it ended.
     pub ended_s_ago: u64,
     pub stack: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_missing: Option<&'static str>,
+}
+
+/// The interval's finished D episodes (those of 1 ms or more) by whether their wait site is
+/// known, and if not, why.
+#[derive(Serialize)]
+pub struct Sites {
+    pub episodes: u64,
+    pub resolved: u64,
+    pub not_sampled: u64,
+    pub symbols_hidden: u64,
+    pub stack_lost: u64,
+}
+
+/// The JSON name of why a stack is missing.
+fn missing(stack: &[String], no_stack: Option<NoStack>) -> Option<&'static str> {
+    if !stack.is_empty() {
+        return None;
+    }
+    no_stack.map(|why| match why {
+        NoStack::NotSampled => "not_sampled",
+        NoStack::SymbolsHidden => "symbols_hidden",
+        NoStack::Lost => "stack_lost",
+    })
 }
 
 #[derive(Serialize)]
@@ -785,6 +815,7 @@ pub fn interval<'a>(
                 blocked_ms: d.blocked_ns.unwrap_or(snap.elapsed_ns) / 1_000_000,
                 since_start: d.blocked_ns.is_none(),
                 stack: &d.stack,
+                stack_missing: missing(&d.stack, d.no_stack),
             })
             .collect(),
         dstate_recent: snap
@@ -797,8 +828,16 @@ pub fn interval<'a>(
                 duration_ms: e.duration_ns / 1_000_000,
                 ended_s_ago: snap.now_ns.saturating_sub(e.ended_ns) / 1_000_000_000,
                 stack: &e.stack,
+                stack_missing: missing(&e.stack, e.no_stack),
             })
             .collect(),
+        dstate_sites: Sites {
+            episodes: snap.dstate_sites.episodes,
+            resolved: snap.dstate_sites.resolved,
+            not_sampled: snap.dstate_sites.not_sampled,
+            symbols_hidden: snap.dstate_sites.symbols_hidden,
+            stack_lost: snap.dstate_sites.lost,
+        },
         findings: snap
             .findings
             .iter()

@@ -125,7 +125,7 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) ->
             d.tgid,
             d.tid,
             d.comm,
-            wait_site(&d.stack, 4)
+            wait_site(&d.stack, d.no_stack, 4)
         );
     }
     for f in snap.findings.iter().filter(|f| f.active) {

@@ -311,7 +311,7 @@ impl Timeline {
                 &e.comm,
                 from,
                 to,
-                wait_site(&e.stack, 2),
+                wait_site(&e.stack, e.no_stack, 2),
                 false,
             );
         }
@@ -324,7 +324,7 @@ impl Timeline {
                 &d.comm,
                 from,
                 snap.elapsed_ns,
-                wait_site(&d.stack, 2),
+                wait_site(&d.stack, d.no_stack, 2),
                 true,
             );
         }

@@ -46,7 +46,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 d.comm.clone(),
                 blocked,
                 history,
-                wait_site(&d.stack, frames),
+                wait_site(&d.stack, d.no_stack, frames),
             ])
             .style(if d.blocked_ns.unwrap_or(u64::MAX) >= 1_000_000_000 {
                 theme.warn
@@ -65,7 +65,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
                 "{}s ago",
                 snap.now_ns.saturating_sub(e.ended_ns) / 1_000_000_000
             ),
-            wait_site(&e.stack, frames),
+            wait_site(&e.stack, e.no_stack, frames),
         ])
         .style(theme.dim)
     }));

@@ -26,7 +26,7 @@ fn check(scene: &Scene, task: &DStateTask) -> Option<Finding> {
     if blocked < WARN_NS {
         return None;
     }
-    let site = wait_site(&task.stack, 3);
+    let site = wait_site(&task.stack, task.no_stack, 3);
     let mut finding = Finding::new(
         scene,
         FindingKind::LongDState,

@@ -36,6 +36,9 @@ use super::facts::KernelFacts;
 pub enum Attach {
     /// A raw tracepoint (`BPF_RAW_TRACEPOINT_OPEN`).
     Raw(&'static str),
+    /// A raw tracepoint whose program sees the arguments' BTF types (`tp_btf`, a tracing
+    /// program attached the same way): what helpers that take kernel objects need.
+    Btf(&'static str),
     /// A classic tracepoint (`perf_event_open`): category, name.
     Classic(&'static str, &'static str),
 }
@@ -44,6 +47,7 @@ impl std::fmt::Display for Attach {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Raw(name) => write!(f, "raw_tp:{name}"),
+            Self::Btf(name) => write!(f, "tp_btf:{name}"),
             Self::Classic(category, name) => write!(f, "{category}:{name}"),
         }
     }
@@ -60,6 +64,8 @@ pub enum Part {
     SchedSplit,
     /// The D-state pane.
     DState,
+    /// The wait site of every finished D episode (not only sampled ones).
+    WaitSites,
     /// Exited processes are forgotten soon after.
     Exits,
     /// Sync system calls: latency and write amplification per call.
@@ -88,6 +94,7 @@ impl Part {
             Self::Merges => "merged requests are counted as unpaired",
             Self::SchedSplit => "queue time is not split at the scheduler (G2I/I2D)",
             Self::DState => "the D-state pane is off",
+            Self::WaitSites => "D episodes show a wait site only when sampled",
             Self::Exits => "exited processes are forgotten after 10 idle minutes",
             Self::SyncCalls => "sync calls are not seen (no sync latency, no amplification)",
             Self::LogicalWrites => "bytes asked to be written are not counted",
@@ -111,6 +118,8 @@ pub struct Step {
     pub required: bool,
     /// Attached only if this program was: what it begins, that one ends.
     pub after: Option<&'static str>,
+    /// Tried only if this program was refused: a plainer program doing the same work.
+    pub instead_of: Option<&'static str>,
     /// Loaded now, attached only when the first io_uring sync is seen: it runs on every
     /// io_uring completion of the host, for nothing until then.
     pub deferred: bool,
@@ -124,7 +133,15 @@ impl Step {
             part,
             required: false,
             after: None,
+            instead_of: None,
             deferred: false,
+        }
+    }
+
+    fn btf(program: &'static str, tracepoint: &'static str, part: Part) -> Self {
+        Self {
+            attach: Attach::Btf(tracepoint),
+            ..Self::raw(program, tracepoint, part)
         }
     }
 
@@ -150,6 +167,13 @@ impl Step {
     fn after(self, program: &'static str) -> Self {
         Self {
             after: Some(program),
+            ..self
+        }
+    }
+
+    fn instead_of(self, program: &'static str) -> Self {
+        Self {
+            instead_of: Some(program),
             ..self
         }
     }

@@ -80,8 +80,17 @@ fn raw_dstate(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
         l.task_state = state.offset();
         l.task_state_size = state.size;
     }
-    plan.steps
-        .push(Step::raw("raw_dstate_wakeup", "sched_wakeup", Part::DState));
+    // The same wakeup with the task's BTF type, so that it can take the sleeper's stack;
+    // the plain one where the kernel refuses that program (or its helper).
+    plan.steps.push(Step::btf(
+        "dstate_wakeup_btf",
+        "sched_wakeup",
+        Part::WaitSites,
+    ));
+    plan.steps.push(
+        Step::raw("raw_dstate_wakeup", "sched_wakeup", Part::DState)
+            .instead_of("dstate_wakeup_btf"),
+    );
     plan.steps.push(
         Step::raw("dstate_switch_raw", "sched_switch", Part::DState).after("raw_dstate_wakeup"),
     );

@@ -131,6 +131,11 @@ fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
         let plan = planned(kernel, Options::default(), None);
         let switch = step(&plan, "dstate_switch_raw").unwrap();
         assert_eq!(switch.after, Some("raw_dstate_wakeup"), "{kernel}");
+        // The wakeup that takes the sleeper's stack, the plain one in its place if refused.
+        let btf = step(&plan, "dstate_wakeup_btf").unwrap();
+        assert_eq!(btf.attach, Attach::Btf("sched_wakeup"), "{kernel}");
+        let plain = step(&plan, "raw_dstate_wakeup").unwrap();
+        assert_eq!(plain.instead_of, Some("dstate_wakeup_btf"), "{kernel}");
         assert!(plan.globals.raw_offsets.task_load_bit < 32, "{kernel}");
     }
     // Exits: group_dead is an argument on 6.18, task->signal->live before.
@@ -282,7 +287,7 @@ fn the_documented_capabilities_need_no_perf_event_open_where_btf_describes_every
     assert!(
         plan.steps
             .iter()
-            .all(|s| matches!(s.attach, Attach::Raw(_)))
+            .all(|s| matches!(s.attach, Attach::Raw(_) | Attach::Btf(_)))
     );
     let note = plan
         .notes
