@@ -189,6 +189,9 @@ impl LoopFs {
                 "mkfs.xfs",
                 &["-q", "-f", "-b", &format!("size={block}"), device],
             ),
+            // `block` is the sector size (btrfs' block: the unit of data extents); metadata
+            // nodes stay at mkfs' default 16 KiB.
+            "btrfs" => sh("mkfs.btrfs", &["-q", "-f", "-s", &block, device]),
             other => panic!("unsupported filesystem {other}"),
         };
         std::fs::create_dir_all(&loop_fs.mountpoint).unwrap();

@@ -17,13 +17,18 @@ const BUILD_PACKAGES: &[&str] = &[
     "musl-tools",
 ];
 /// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
-/// for the live view's; man and systemd-analyze for the package check; sqlite3 and python3
-/// for the evaluation corpus (tests/corpus); chromium renders the HTML report in the
-/// report's; bpftrace is the peer the btt test checks its scheduler split against (and the
-/// bench's side-by-side peer).
+/// for the live view's; man and systemd-analyze for the package check; the real programs of
+/// the evaluation corpus (tests/corpus: sqlite3, python3, PostgreSQL and pgbench,
+/// redis-server and redis-benchmark, git, rsync, sysbench; mkfs.btrfs for its btrfs runs;
+/// strace and filefrag, from e2fsprogs, are its oracles); chromium renders the HTML report
+/// in the report's; bpftrace is the peer the btt test checks its scheduler split against
+/// (and the bench's side-by-side peer). Installing postgresql and redis-server starts their
+/// default services (a cluster on port 5432, a server on 6379); the corpus runs private
+/// instances on unix sockets and does not use them.
 const TEST_PACKAGES: &[&str] = &[
     "bpftrace",
     "xfsprogs",
+    "btrfs-progs",
     "fio",
     "e2fsprogs",
     "util-linux",
@@ -32,6 +37,12 @@ const TEST_PACKAGES: &[&str] = &[
     "systemd",
     "sqlite3",
     "python3",
+    "postgresql",
+    "redis-server",
+    "git",
+    "rsync",
+    "sysbench",
+    "strace",
     "chromium",
 ];
 /// Installed without their recommendations: the exporter's end-to-end test runs a private
