@@ -15,8 +15,20 @@ pub const DSTATE_EPISODES: &str = "DSTATE_EPISODES";
 pub const STACKS: &str = "STACKS";
 /// Per-CPU hash: tgid -> ns spent in D state (finished episodes), cumulative.
 pub const DSTATE_TIME: &str = "DSTATE_TIME";
-/// Per-CPU hash: tgid -> bytes the process asked to write (write syscalls), cumulative.
+/// Per-CPU LRU hash: tgid -> [`LogicalWrites`], cumulative.
 pub const LOGICAL_WRITES: &str = "LOGICAL_WRITES";
+
+/// Bytes a process asked to write to files and block devices (write system calls), and its
+/// command, stored by the CPU that created the entry (zero on the others): a writer that
+/// never reaches a disk or syncs in its life (tar's children, rsync's sender, `head -c`) is
+/// still a process with a row.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct LogicalWrites {
+    pub bytes: u64,
+    pub comm: [u8; crate::COMM_LEN],
+}
 /// Array of one `u32`: non-zero while the scheduler split is measured (`block_rq_insert`
 /// is timed only then; user space turns it on while a disk with an I/O scheduler is busy).
 pub const SCHED_SPLIT_ON: &str = "SCHED_SPLIT_ON";
@@ -78,6 +90,7 @@ const _: () = assert!(core::mem::size_of::<DiskAggregate>() == (3 * OP_COUNT + 6
 mod pod {
     // SAFETY: plain `#[repr(C)]` data without padding (checked by bytemuck's Pod derive).
     unsafe impl aya::Pod for super::DiskAggregate {}
+    unsafe impl aya::Pod for super::LogicalWrites {}
     unsafe impl aya::Pod for crate::block::InFlightKey {}
     unsafe impl aya::Pod for crate::block::InFlight {}
     unsafe impl aya::Pod for crate::block::InFlightSet {}

@@ -95,7 +95,10 @@ pub struct SyncCallRecord {
     pub kind: u8,
     /// log2 of the filesystem's block size.
     pub blkbits: u8,
-    pub _pad: [u8; 6],
+    /// The synced file's type, `(i_mode & S_IFMT) >> 12` (0: unknown): a directory's fsync
+    /// makes its entries durable, a payload no write counted.
+    pub file_type: u8,
+    pub _pad: [u8; 5],
     pub comm: [u8; COMM_LEN],
     /// The file's name (its last path component, NUL-padded): names the file of a process
     /// that exits before user space can look at its fds.
@@ -130,7 +133,8 @@ pub struct FileOffsets {
     pub file_dentry: u32,
     pub dentry_name: u32,
     pub dentry_parent: u32,
-    /// `inode->i_mode` (a `u16`): what kind of file an fd is.
+    /// `inode->i_mode` (a `u16`): what kind of file an fd is. Its offset is 0 (the first
+    /// field), so absence is [`crate::tracepoint::ABSENT`], not 0.
     pub inode_mode: u32,
 }
 
@@ -139,6 +143,9 @@ pub struct FileOffsets {
 pub const S_IFMT: u16 = 0o170_000;
 pub const S_IFREG: u16 = 0o100_000;
 pub const S_IFBLK: u16 = 0o060_000;
+pub const S_IFDIR: u16 = 0o040_000;
+/// [`SyncCallRecord::file_type`] of a directory.
+pub const FILE_TYPE_DIR: u8 = (S_IFDIR >> 12) as u8;
 
 impl FileOffsets {
     pub const ZERO: Self = Self {
@@ -154,7 +161,7 @@ impl FileOffsets {
         file_dentry: 0,
         dentry_name: 0,
         dentry_parent: 0,
-        inode_mode: 0,
+        inode_mode: crate::tracepoint::ABSENT,
     };
 }
 
@@ -331,20 +338,24 @@ impl DurableBtf {
 
 pub const GLOBAL_DURABLE_BTF: &str = "DURABLE_BTF";
 
-/// Key of the per-fd logical write counters.
+/// Key of the per-file logical write counters: the file's inode, by address and number (an
+/// inode freed and its memory reused for another file starts a new window). What a sync
+/// makes durable is the file's, whichever fd wrote it: dpkg writes a file through one fd and
+/// fsyncs it through another. `inode` 0: no BTF to find the inode, `ino` is then the
+/// process and fd (`tgid << 32 | fd`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct FdKey {
-    pub tgid: u32,
-    pub fd: i32,
+pub struct WindowKey {
+    pub inode: u64,
+    pub ino: u64,
 }
 
-/// What a process wrote to one fd since the fd's last sync.
+/// What was written to one file since its last sync.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct FdWindow {
+pub struct FileWindow {
     pub bytes: u64,
     pub writes: u64,
 }
@@ -383,8 +394,10 @@ impl SyscallOffsets {
     };
 }
 
-/// iovecs summed per writev call (the verifier needs a bound; calls with more count the
-/// first ones only).
-pub const MAX_IOVECS: usize = 16;
+/// iovecs summed per writev call, read [`IOVEC_CHUNK`] at a time (the verifier needs a
+/// bound; calls with more count the first ones only). PostgreSQL writes its WAL with up to
+/// 32 (`PG_IOV_MAX`).
+pub const MAX_IOVECS: usize = 64;
+pub const IOVEC_CHUNK: usize = 8;
 
 pub const GLOBAL_SYSCALL_OFFSETS: &str = "SYSCALL_OFFSETS";

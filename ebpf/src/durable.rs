@@ -39,7 +39,7 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_WAKEUP, RecordHeader,
     sync::{
-        CQE_RES, DurableBtf, DurableOffsets, FdWindow, IORING_FSYNC_DATASYNC, IORING_OP_FSYNC,
+        CQE_RES, DurableBtf, DurableOffsets, FileWindow, IORING_FSYNC_DATASYNC, IORING_OP_FSYNC,
         IORING_OP_SYNC_FILE_RANGE, RAW_COMPLETE_CQE, SYNC_DSYNC_WRITE, SYNC_IN_WORKER,
         SYNC_OSYNC_WRITE, SYNC_URING_DSYNC_WRITE, SYNC_URING_FDATASYNC, SYNC_URING_FSYNC,
         SYNC_URING_SYNC_FILE_RANGE, SyncInFlight, TOKEN_URING_INLINE, UringSync,
@@ -596,7 +596,7 @@ fn completed(req: u64, res: impl FnOnce() -> i64) {
         res,
         sync.kind,
         -1,
-        FdWindow::default(),
+        FileWindow::default(),
         &file,
         sync.comm,
     );

@@ -5,9 +5,15 @@
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes,
+    },
 };
-use iotop_bpf_common::sync::{FILE_NAME_LEN, FileOffsets, S_IFBLK, S_IFMT, S_IFREG};
+use iotop_bpf_common::{
+    sync::{FILE_NAME_LEN, FileOffsets, S_IFBLK, S_IFMT, S_IFREG, WindowKey},
+    tracepoint::ABSENT,
+};
 
 #[unsafe(no_mangle)]
 static FILE_OFFSETS: Global<FileOffsets> = Global::new(FileOffsets::ZERO);
@@ -23,7 +29,11 @@ pub fn read<T>(base: u64, offset: u32) -> Result<T, ()> {
 }
 
 pub struct FileIdentity {
+    /// The `struct inode *` (0: unknown).
+    pub inode: u64,
     pub ino: u64,
+    /// `(i_mode & S_IFMT) >> 12` (0: unknown).
+    pub file_type: u8,
     pub fs_dev: u32,
     pub blkbits: u8,
     /// `inode->i_size` when asked for (0 otherwise).
@@ -35,7 +45,9 @@ pub struct FileIdentity {
 
 impl FileIdentity {
     pub const UNKNOWN: Self = Self {
+        inode: 0,
         ino: 0,
+        file_type: 0,
         fs_dev: 0,
         blkbits: 0,
         size: 0,
@@ -53,8 +65,15 @@ pub fn of_file(file: u64, size_offset: Option<u32>) -> Result<FileIdentity, ()> 
     }
     let inode: u64 = read(file, o.file_inode)?;
     let sb: u64 = read(inode, o.inode_sb)?;
+    let mode: u16 = if o.inode_mode == ABSENT {
+        0
+    } else {
+        read(inode, o.inode_mode).unwrap_or(0)
+    };
     let mut id = FileIdentity {
+        inode,
         ino: read(inode, o.inode_ino)?,
+        file_type: ((mode & S_IFMT) >> 12) as u8,
         fs_dev: read(sb, o.sb_dev)?,
         blkbits: read(sb, o.sb_blocksize_bits)?,
         size: match size_offset {
@@ -120,22 +139,30 @@ pub fn of_fd(fd: i32) -> Result<FileIdentity, ()> {
     of_file(file_of_fd(fd)?, None)
 }
 
-/// Whether the current task's `fd` is a regular file or a block device: what a write
-/// must be to count as a logical write (not a pipe, a socket or a terminal). Unknown (no
-/// offsets) counts.
+/// The window key of the current task's `fd`, if it is a regular file or a block device:
+/// what a write must reach to count as a logical write (not a pipe, a socket or a
+/// terminal). Without the offsets to tell, every fd counts, keyed by process and fd.
 #[inline(always)]
-pub fn fd_reaches_a_disk(fd: i32) -> bool {
+pub fn disk_window_of_fd(fd: i32) -> Option<WindowKey> {
     let o = FILE_OFFSETS.load();
-    if o.inode_mode == 0 {
-        return true;
+    if o.inode_mode == ABSENT {
+        let tgid = bpf_get_current_pid_tgid() >> 32;
+        return Some(WindowKey {
+            inode: 0,
+            ino: tgid << 32 | u64::from(fd as u32),
+        });
     }
-    let Ok(mode) = file_of_fd(fd)
+    let inode = file_of_fd(fd)
         .and_then(|f| read::<u64>(f, o.file_inode))
-        .and_then(|inode| read::<u16>(inode, o.inode_mode))
-    else {
-        return false;
-    };
-    matches!(mode & S_IFMT, S_IFREG | S_IFBLK)
+        .ok()?;
+    let mode: u16 = read(inode, o.inode_mode).ok()?;
+    if !matches!(mode & S_IFMT, S_IFREG | S_IFBLK) {
+        return None;
+    }
+    Some(WindowKey {
+        inode,
+        ino: read(inode, o.inode_ino).ok()?,
+    })
 }
 
 /// The current task's `struct file *` of `fd`.

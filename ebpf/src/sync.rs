@@ -18,15 +18,16 @@ use aya_ebpf::{
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_SYNC_CALL, RecordHeader,
+    maps::LogicalWrites,
     sync::{
-        FdKey, FdWindow, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE_WAIT_AFTER,
-        SYNC_FILE_RANGE_WRITE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC, SYNC_SYNCFS, SyncCallRecord,
-        SyncInFlight, SyscallOffsets, sync_file_range_kind,
+        FileWindow, IOVEC_CHUNK, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE,
+        SYNC_FILE_RANGE_WAIT_AFTER, SYNC_FILE_RANGE_WRITE, SYNC_FSYNC, SYNC_MSYNC, SYNC_SYNC,
+        SYNC_SYNCFS, SyncCallRecord, SyncInFlight, SyscallOffsets, WindowKey, sync_file_range_kind,
     },
 };
 
 use crate::{
-    block::{EVENTS, add_per_cpu, bump, submit},
+    block::{EVENTS, bump, submit},
     fields::Window,
     file::{self, FileIdentity},
 };
@@ -75,11 +76,12 @@ pub fn any_sync_active() -> bool {
 
 /// Bytes each process asked to write, cumulative (read by user space every interval).
 #[map]
-static LOGICAL_WRITES: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
+static LOGICAL_WRITES: LruPerCpuHashMap<u32, LogicalWrites> =
+    LruPerCpuHashMap::with_max_entries(16_384, 0);
 
-/// Bytes written to each (process, fd) since that fd's last sync.
+/// Bytes written to each file since its last sync.
 #[map]
-static FD_WINDOWS: LruHashMap<FdKey, FdWindow> = LruHashMap::with_max_entries(16_384, 0);
+static FILE_WINDOWS: LruHashMap<WindowKey, FileWindow> = LruHashMap::with_max_entries(16_384, 0);
 
 #[inline(always)]
 fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
@@ -212,9 +214,9 @@ pub fn syscall_ret(ctx: &TracePointContext) -> i64 {
 pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
     forget(pid_tgid);
     let tgid = (pid_tgid >> 32) as u32;
-    // What only starts write-back leaves the written bytes for the call that makes them
-    // durable.
-    let window = take_window(tgid, call.fd, call.kind != SYNC_FILE_RANGE_WRITE);
+    // sync_file_range, waiting or not, leaves the written bytes for the call that makes
+    // them durable: it writes data pages and commits no metadata, so dpkg's and git's
+    // fsync after it still makes the file durable (it is no empty sync).
     let file = match file::of_fd(call.fd) {
         Ok(file) => file,
         // A synced write whose fd is unknown: the file as its filesystem's tracepoint named it.
@@ -224,6 +226,10 @@ pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
             ..FileIdentity::UNKNOWN
         },
     };
+    let window = take_window(
+        window_key(tgid, call.fd, &file),
+        call.kind != SYNC_FILE_RANGE_WRITE && call.kind != SYNC_FILE_RANGE,
+    );
     emit(
         pid_tgid,
         call.start_ns,
@@ -236,20 +242,35 @@ pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
     );
 }
 
-/// What the process wrote to `fd` since the fd's last sync; with `reset`, the window starts
-/// again.
+/// The window of the synced `file` (`fd` of `tgid`), as `account` keyed its writes.
 #[inline(always)]
-fn take_window(tgid: u32, fd: i32, reset: bool) -> FdWindow {
-    let mut window = FdWindow::default();
-    if fd >= 0
-        && let Some(stored) = FD_WINDOWS.get_ptr_mut(&FdKey { tgid, fd })
+fn window_key(tgid: u32, fd: i32, file: &FileIdentity) -> Option<WindowKey> {
+    if file.inode != 0 {
+        return Some(WindowKey {
+            inode: file.inode,
+            ino: file.ino,
+        });
+    }
+    // Without BTF offsets (`file::disk_window_of_fd`'s fallback).
+    (fd >= 0 && file.ino == 0).then(|| WindowKey {
+        inode: 0,
+        ino: u64::from(tgid) << 32 | u64::from(fd as u32),
+    })
+}
+
+/// What was written to the file since its last sync; with `reset`, the window starts again.
+#[inline(always)]
+fn take_window(key: Option<WindowKey>, reset: bool) -> FileWindow {
+    let mut window = FileWindow::default();
+    if let Some(key) = key
+        && let Some(stored) = FILE_WINDOWS.get_ptr_mut(&key)
     {
         // SAFETY: a valid map value. Not atomic (the BPF target has no atomic swap in
         // core): a write on another CPU between the read and the reset can be lost.
         unsafe {
             window = *stored;
             if reset {
-                *stored = FdWindow::default();
+                *stored = FileWindow::default();
             }
         }
     }
@@ -268,7 +289,7 @@ pub fn emit(
     ret: i64,
     kind: u8,
     fd: i32,
-    window: FdWindow,
+    window: FileWindow,
     file: &FileIdentity,
     comm: [u8; COMM_LEN],
 ) {
@@ -295,7 +316,8 @@ pub fn emit(
         fs_dev: file.fs_dev,
         kind,
         blkbits: file.blkbits,
-        _pad: [0; 6],
+        file_type: file.file_type,
+        _pad: [0; 5],
         comm,
         name: file.name,
         parent: file.parent,
@@ -303,35 +325,59 @@ pub fn emit(
     submit(slot);
 }
 
-/// Adds `bytes` to the process's total and to its fd's window, if the fd is a file or a
+/// Adds `bytes` to the process's total and to its file's window, if the fd is a file or a
 /// block device.
 #[inline(always)]
 pub fn account(fd: u64, bytes: u64) {
-    if bytes == 0 || !file::fd_reaches_a_disk(fd as i32) {
+    if bytes == 0 {
         return;
     }
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    add_per_cpu!(LOGICAL_WRITES, &tgid, bytes);
-    let key = FdKey {
-        tgid,
-        fd: fd as i32,
+    let Some(key) = file::disk_window_of_fd(fd as i32) else {
+        return;
     };
-    let window = match FD_WINDOWS.get_ptr_mut(&key) {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    add_logical(tgid, bytes);
+    let window = match FILE_WINDOWS.get_ptr_mut(&key) {
         Some(window) => window,
         None => {
             // Only if still absent (see `add_per_cpu`).
-            let _ = FD_WINDOWS.insert(&key, &FdWindow::default(), u64::from(BPF_NOEXIST));
-            let Some(window) = FD_WINDOWS.get_ptr_mut(&key) else {
+            let _ = FILE_WINDOWS.insert(&key, &FileWindow::default(), u64::from(BPF_NOEXIST));
+            let Some(window) = FILE_WINDOWS.get_ptr_mut(&key) else {
                 return;
             };
             window
         }
     };
-    // SAFETY: a valid map value; atomic, as threads of one process may write one fd on
+    // SAFETY: a valid map value; atomic, as threads (and processes) may write one file on
     // several CPUs at once.
     unsafe {
         atomic_add(&raw mut (*window).bytes, bytes);
         atomic_add(&raw mut (*window).writes, 1);
+    }
+}
+
+/// Adds to the process's logical writes on this CPU; the command is stored once, by the CPU
+/// that creates the entry.
+#[inline(always)]
+fn add_logical(tgid: u32, bytes: u64) {
+    if let Some(total) = LOGICAL_WRITES.get_ptr_mut(&tgid) {
+        // SAFETY: this CPU's slot of a per-CPU value.
+        unsafe { (*total).bytes += bytes };
+        return;
+    }
+    let first = LogicalWrites {
+        bytes,
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    };
+    // Only if still absent: another CPU may have created it since the lookup, and replacing
+    // it would lose what that CPU added.
+    if LOGICAL_WRITES
+        .insert(&tgid, &first, u64::from(BPF_NOEXIST))
+        .is_err()
+        && let Some(total) = LOGICAL_WRITES.get_ptr_mut(&tgid)
+    {
+        // SAFETY: as above.
+        unsafe { (*total).bytes += bytes };
     }
 }
 
@@ -360,17 +406,45 @@ pub fn writev_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// The bytes a writev-like call asks to write: its iovecs' lengths, from user memory.
+/// The bytes a writev-like call asks to write: its iovecs' lengths, from user memory, a
+/// chunk of them per read.
 #[inline(always)]
 pub fn writev_bytes(vec: u64, vlen: u64) -> u64 {
     let mut total = 0u64;
-    for i in 0..MAX_IOVECS {
-        if i as u64 >= vlen {
+    for chunk in 0..MAX_IOVECS / IOVEC_CHUNK {
+        let first = (chunk * IOVEC_CHUNK) as u64;
+        if first >= vlen {
             break;
         }
-        // struct iovec { void *iov_base; size_t iov_len; }: the length is the second word.
-        let len_ptr = (vec + i as u64 * 16 + 8) as *const u64;
-        // SAFETY: bpf_probe_read_user validates the user address.
+        // struct iovec { void *iov_base; size_t iov_len; }: two words each.
+        let at = (vec + first * 16) as *const [u64; 2 * IOVEC_CHUNK];
+        // SAFETY: bpf_probe_read_user validates the user address. A chunk reaching past the
+        // array's end (but not its last page) reads bytes that are not iovecs: only the
+        // first `vlen - first` are summed.
+        let Ok(words) = (unsafe { bpf_probe_read_user(at) }) else {
+            return total + writev_tail(vec, first, vlen);
+        };
+        for i in 0..IOVEC_CHUNK {
+            if first + i as u64 >= vlen {
+                break;
+            }
+            total += words[2 * i + 1];
+        }
+    }
+    total
+}
+
+/// The iovecs from `first` on, one read each: where a whole chunk cannot be read (the array
+/// ends at the end of its mapping).
+#[inline(always)]
+fn writev_tail(vec: u64, first: u64, vlen: u64) -> u64 {
+    let mut total = 0u64;
+    for i in 0..IOVEC_CHUNK as u64 {
+        if first + i >= vlen {
+            break;
+        }
+        let len_ptr = (vec + (first + i) * 16 + 8) as *const u64;
+        // SAFETY: as above.
         match unsafe { bpf_probe_read_user(len_ptr) } {
             Ok(len) => total += len,
             Err(_) => break,

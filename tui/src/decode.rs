@@ -180,6 +180,7 @@ fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
         fs_dev: (raw.fs_dev != 0).then(|| Dev::from_kernel(raw.fs_dev)),
         ino: raw.ino,
         name: joined_name(&raw.parent, &raw.name),
+        dir: raw.file_type == iotop_bpf_common::sync::FILE_TYPE_DIR,
     })
 }
 
@@ -286,7 +287,8 @@ mod tests {
             fs_dev: (7 << 20) | 1,
             kind: iotop_bpf_common::sync::SYNC_FDATASYNC,
             blkbits: 10,
-            _pad: [0; 6],
+            file_type: 0,
+            _pad: [0; 5],
             comm,
             name: {
                 let mut name = [0u8; 32];

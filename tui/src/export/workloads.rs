@@ -306,7 +306,7 @@ mod tests {
                 write_bytes,
                 ..ProcFigures::default()
             },
-            total: ProcFigures::default(),
+            since_start: None,
             devices: Vec::new(),
             recent_syncs: Vec::new(),
             io_limits: None,

@@ -21,6 +21,7 @@ use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use iotop_bpf_common::maps::{
     COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
     COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
+    LogicalWrites,
 };
 use iotop_bpf_common::throttle::{CallKey, CallSlot, CallTotals, DirtyTotals};
 use tokio::io::unix::AsyncFd;
@@ -54,7 +55,7 @@ pub struct LiveFeed {
     events: AsyncFd<RingBuf<MapData>>,
     counters: PerCpuArray<MapData, u64>,
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
-    logical_writes: PerCpuHashMap<MapData, u32, u64>,
+    logical_writes: PerCpuHashMap<MapData, u32, LogicalWrites>,
     dstate_episodes: crate::probe::episodes::EpisodeTableView,
     stacks: stacks::StackBook,
     /// Cgroup ids seen on requests since the last sample, and their names.
@@ -265,11 +266,18 @@ impl LiveFeed {
             .filter_map(Result::ok)
             .map(|(dev, per_cpu)| sum_disk(Dev::from_kernel(dev), per_cpu.iter()))
             .collect();
+        let mut writers = Vec::new();
         let logical_writes = self
             .logical_writes
             .iter()
             .filter_map(Result::ok)
-            .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
+            .map(|(tgid, per_cpu)| {
+                // The command is on the CPU that created the entry.
+                if let Some(first) = per_cpu.iter().find(|w| w.comm[0] != 0) {
+                    writers.push((tgid, Comm::from_bytes(first.comm)));
+                }
+                (tgid, per_cpu.iter().map(|w| w.bytes).sum())
+            })
             .collect();
         let dstate_time = self
             .dstate_time
@@ -300,6 +308,7 @@ impl LiveFeed {
             counters,
             disks,
             logical_writes,
+            writers,
             dstate_now,
             dstate_time,
             diskstats: diskstats(),
@@ -771,7 +780,11 @@ fn annotate(
         Input::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
         Input::Sync(call) => {
             let fs_dev = if let Some(fd) = call.fd {
-                let (file, fs_dev) = procs.resolve_fd(call.tgid, fd, now_ns);
+                let expect = call
+                    .fs_dev
+                    .filter(|_| call.ino != 0)
+                    .map(|dev| (dev, call.ino));
+                let (file, fs_dev) = procs.resolve_fd(call.tgid, fd, expect, now_ns);
                 call.file = file;
                 fs_dev
             } else {

@@ -67,12 +67,15 @@ pub fn thread_state(tid: u32) -> Option<char> {
     stat_state(&fs::read_to_string(format!("/proc/{tid}/stat")).ok()?)
 }
 
+/// A file /proc named behind an fd: the file, its filesystem's device and inode, and when.
+type FdLookup = (FileRef, Option<(Dev, u64)>, u64);
+
 /// What was learnt from /proc about processes, forgotten when they exit and bounded.
 #[derive(Default)]
 pub struct ProcCache {
     kernel_threads: FastMap<u32, bool>,
-    /// (tgid, fd) -> (file, its filesystem's device, when looked up).
-    fds: FastMap<(u32, i32), (FileRef, Option<Dev>, u64)>,
+    /// (tgid, fd) -> what it named when looked up.
+    fds: FastMap<(u32, i32), FdLookup>,
     /// (tgid, fs device, inode) -> path, found among the process's open fds.
     inodes: FastMap<(u32, Dev, u64), Option<String>>,
     /// (fs device, inode) -> the path a process had it open as: names the files of
@@ -93,12 +96,28 @@ impl ProcCache {
         })
     }
 
-    /// The file behind `fd` of `tgid` and the device of its filesystem.
-    pub fn resolve_fd(&mut self, tgid: u32, fd: i32, now_ns: u64) -> (FileRef, Option<Dev>) {
-        if let Some((file, dev, at)) = self.fds.get(&(tgid, fd))
+    /// The file behind `fd` of `tgid` and the device of its filesystem. With `expect` (the
+    /// filesystem and inode the kernel saw during the call), an fd that now names another
+    /// file was closed and its number reused since (a process syncs a file, closes it, opens
+    /// /dev/urandom): that is said, not named as the synced file.
+    pub fn resolve_fd(
+        &mut self,
+        tgid: u32,
+        fd: i32,
+        expect: Option<(Dev, u64)>,
+        now_ns: u64,
+    ) -> (FileRef, Option<Dev>) {
+        // The inode number alone: btrfs reports a subvolume's own device to stat, not the
+        // superblock's the kernel saw.
+        let same = |found: Option<(Dev, u64)>| match (expect, found) {
+            (Some((_, want)), Some((_, ino))) => want == ino,
+            _ => true,
+        };
+        if let Some((file, id, at)) = self.fds.get(&(tgid, fd))
             && now_ns.saturating_sub(*at) < FD_TTL_NS
+            && same(*id)
         {
-            return (file.clone(), *dev);
+            return (file.clone(), id.map(|(dev, _)| dev));
         }
         if self.fds.len() > MAX_CACHED {
             self.fds
@@ -108,10 +127,12 @@ impl ProcCache {
             }
         }
         let link = format!("/proc/{tgid}/fd/{fd}");
-        let (file, dev) = match fs::read_link(&link) {
+        let (file, id) = match fs::read_link(&link) {
             Ok(path) => {
-                let dev = fs::metadata(&link).ok().map(|m| Dev::from_user(m.dev()));
-                (FileRef::Path(path.to_string_lossy().into_owned()), dev)
+                let id = fs::metadata(&link)
+                    .ok()
+                    .map(|m| (Dev::from_user(m.dev()), m.ino()));
+                (FileRef::Path(path.to_string_lossy().into_owned()), id)
             }
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => (
                 FileRef::Unresolved(
@@ -129,8 +150,14 @@ impl ProcCache {
                 None,
             ),
         };
-        self.fds.insert((tgid, fd), (file.clone(), dev, now_ns));
-        (file, dev)
+        self.fds.insert((tgid, fd), (file.clone(), id, now_ns));
+        if !same(id) {
+            return (
+                FileRef::Unresolved("fd reused for another file before it could be read".into()),
+                None,
+            );
+        }
+        (file, id.map(|(dev, _)| dev))
     }
 
     /// The path of inode `ino` on `fs_dev`, if `tgid` has it open (direct I/O records carry
@@ -219,12 +246,32 @@ mod tests {
         let file = tempfile_in_target();
         let fd = std::os::fd::AsRawFd::as_raw_fd(&file.0);
         let mut cache = ProcCache::default();
-        let (resolved, _) = cache.resolve_fd(std::process::id(), fd, 0);
+        let (resolved, _) = cache.resolve_fd(std::process::id(), fd, None, 0);
         assert_eq!(resolved, FileRef::Path(file.1.clone()));
-        let (missing, dev) = cache.resolve_fd(std::process::id(), 999_999, 0);
+        let (missing, dev) = cache.resolve_fd(std::process::id(), 999_999, None, 0);
         assert!(matches!(missing, FileRef::Unresolved(_)), "{missing:?}");
         assert_eq!(dev, None);
         assert!(!cache.is_kernel_thread(std::process::id()));
+        let _ = std::fs::remove_file(&file.1);
+    }
+
+    #[test]
+    fn an_fd_reused_for_another_file_is_not_named_as_the_synced_one() {
+        let file = tempfile_in_target();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file.0);
+        let ino = file.0.metadata().unwrap().ino();
+        let dev = Dev::from_user(file.0.metadata().unwrap().dev());
+        let mut cache = ProcCache::default();
+        let (named, _) = cache.resolve_fd(std::process::id(), fd, Some((dev, ino)), 0);
+        assert_eq!(named, FileRef::Path(file.1.clone()));
+        // The kernel saw another inode behind this fd number during the call: cached or not,
+        // this file is not that call's.
+        let (reused, at) = cache.resolve_fd(std::process::id(), fd, Some((dev, ino + 1)), 1);
+        assert!(
+            matches!(reused, FileRef::Unresolved(ref why) if why.contains("reused")),
+            "{reused:?}"
+        );
+        assert_eq!(at, None);
         let _ = std::fs::remove_file(&file.1);
     }
 

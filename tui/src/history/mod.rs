@@ -445,7 +445,9 @@ pub fn snapshot_bytes(snap: &Snapshot) -> usize {
             size_of::<ProcRow>()
                 + p.comm.len()
                 + figures_heap(&p.interval)
-                + figures_heap(&p.total)
+                + p.since_start
+                    .as_deref()
+                    .map_or(0, |t| size_of::<ProcFigures>() + figures_heap(t))
                 + p.devices
                     .iter()
                     .map(|d| size_of_val(d) + d.name.len())

@@ -164,6 +164,7 @@ impl Aggregator {
         self.take_logical_writes(sample);
         self.take_dstate_time(sample);
         self.take_throttling(sample);
+        self.procs.settle_unseen_exits();
         let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
         let elapsed_ns = sample.now_ns.saturating_sub(self.start_ns);
         self.last_tick_ns = sample.now_ns;
@@ -216,10 +217,10 @@ impl Aggregator {
             dirty_settings: self.dirty_settings,
         });
         let findings = self.findings.update(sample.now_ns, fresh);
-        let ledger = &self.ledger;
+        let waiting = self.ledger.with_open_calls();
         for tgid in self
             .procs
-            .evict(sample.now_ns, |tgid| ledger.has_open(tgid))
+            .evict(sample.now_ns, |tgid| waiting.contains(&tgid))
         {
             self.dstate.forget_process(tgid);
         }
@@ -296,9 +297,12 @@ impl Aggregator {
     /// dropped it) starts again from zero.
     fn take_logical_writes(&mut self, sample: &KernelSample) {
         let mut now: HashMap<u32, u64> = HashMap::with_capacity(sample.logical_writes.len());
+        let comms: HashMap<u32, super::Comm> = sample.writers.iter().copied().collect();
         for &(tgid, total) in &sample.logical_writes {
             let before = self.prev_logical.get(&tgid).copied().unwrap_or(0);
-            self.procs.logical(tgid, total.saturating_sub(before));
+            let bytes = total.saturating_sub(before);
+            self.procs
+                .logical(tgid, comms.get(&tgid).copied(), bytes, sample.now_ns);
             now.insert(tgid, total);
         }
         self.prev_logical = now;

@@ -134,6 +134,7 @@ pub fn demo_snapshot() -> Snapshot {
             fs_dev: None,
             ino: 0,
             name: String::new(),
+            dir: false,
         });
     }
 
@@ -410,6 +411,7 @@ pub fn sync_kinds_snapshot() -> Snapshot {
         fs_dev: None,
         ino: 0,
         name: String::new(),
+        dir: false,
     };
     for i in 0..180u64 {
         let uring = i % 3 == 2;

@@ -39,53 +39,123 @@ const fn bucket_range(bucket: usize) -> (u64, u64) {
 }
 
 /// Log-linear histogram with exact count, sum and max. Unit-agnostic (latencies in ns,
-/// sizes in bytes). Only the buckets between the smallest and the largest value seen are
-/// stored, so a process whose latencies span 10 us to 1 ms keeps ~200 buckets, not 1,300.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// sizes in bytes). Only the buckets seen are stored: their counts one by one while there are
+/// few (a short-lived process's handful of requests spans ten octaves of queue time, 300
+/// buckets, for 3 values), else every bucket between the smallest and the largest value
+/// (a process whose latencies span 10 us to 1 ms keeps ~200 buckets, not 1,300).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Histogram {
-    /// Index of `buckets[0]`.
-    first: usize,
-    buckets: Vec<u64>,
+    buckets: Buckets,
     count: u64,
     sum: u64,
     max: u64,
 }
 
+/// Distinct buckets kept one by one before a histogram stores its span.
+const FEW: usize = 8;
+
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+enum Buckets {
+    /// (bucket, count), ascending, at most [`FEW`].
+    Few(Vec<(usize, u64)>),
+    /// Counts of the buckets from `first` on.
+    Span { first: usize, counts: Vec<u64> },
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Self::Few(Vec::new())
+    }
+}
+
+impl Buckets {
+    fn add(&mut self, bucket: usize, n: u64) {
+        match self {
+            Self::Few(pairs) => match pairs.binary_search_by_key(&bucket, |&(b, _)| b) {
+                Ok(at) => pairs[at].1 += n,
+                Err(at) if pairs.len() < FEW => pairs.insert(at, (bucket, n)),
+                Err(_) => {
+                    let mut span = Self::Span {
+                        first: bucket,
+                        counts: Vec::new(),
+                    };
+                    for &(b, count) in pairs.iter() {
+                        span.add(b, count);
+                    }
+                    span.add(bucket, n);
+                    *self = span;
+                }
+            },
+            Self::Span { first, counts } => {
+                if counts.is_empty() {
+                    *first = bucket;
+                } else if bucket < *first {
+                    let grow = *first - bucket;
+                    counts.splice(0..0, std::iter::repeat_n(0, grow));
+                    *first = bucket;
+                }
+                let at = bucket - *first;
+                if counts.len() <= at {
+                    counts.resize(at + 1, 0);
+                }
+                counts[at] += n;
+            }
+        }
+    }
+
+    /// (bucket, count) of the buckets holding something, ascending.
+    fn iter(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let (few, span) = match self {
+            Self::Few(pairs) => (Some(pairs.iter().copied()), None),
+            Self::Span { first, counts } => (
+                None,
+                Some(
+                    counts
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &n)| n != 0)
+                        .map(move |(i, &n)| (first + i, n)),
+                ),
+            ),
+        };
+        few.into_iter().flatten().chain(span.into_iter().flatten())
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Self::Few(pairs) => pairs.clear(),
+            // Back to few: a period's span is not kept for the next one.
+            Self::Span { .. } => *self = Self::default(),
+        }
+    }
+
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Self::Few(pairs) => pairs.capacity() * size_of::<(usize, u64)>(),
+            Self::Span { counts, .. } => counts.capacity() * size_of::<u64>(),
+        }
+    }
+}
+
 impl Histogram {
     pub fn record(&mut self, value: u64) {
-        self.add_to_bucket(bucket_of(value), 1);
+        self.buckets.add(bucket_of(value), 1);
         self.count += 1;
         self.sum = self.sum.saturating_add(value);
         self.max = self.max.max(value);
     }
 
-    fn add_to_bucket(&mut self, bucket: usize, n: u64) {
-        if self.buckets.is_empty() {
-            self.first = bucket;
-        } else if bucket < self.first {
-            let grow = self.first - bucket;
-            self.buckets.splice(0..0, std::iter::repeat_n(0, grow));
-            self.first = bucket;
-        }
-        let at = bucket - self.first;
-        if self.buckets.len() <= at {
-            self.buckets.resize(at + 1, 0);
-        }
-        self.buckets[at] += n;
-    }
-
     pub fn merge(&mut self, other: &Self) {
-        for (i, &n) in other.buckets.iter().enumerate() {
-            if n != 0 {
-                self.add_to_bucket(other.first + i, n);
-            }
+        for (bucket, n) in other.buckets.iter() {
+            self.buckets.add(bucket, n);
         }
         self.count += other.count;
         self.sum = self.sum.saturating_add(other.sum);
         self.max = self.max.max(other.max);
     }
 
-    /// Empties it, keeping its allocation for the next period.
+    /// Empties it.
     pub fn clear(&mut self) {
         self.buckets.clear();
         self.count = 0;
@@ -126,10 +196,10 @@ impl Histogram {
             return self.max;
         }
         let mut seen = 0;
-        for (i, &n) in self.buckets.iter().enumerate() {
+        for (bucket, n) in self.buckets.iter() {
             seen += n;
             if seen >= rank {
-                let (low, high) = bucket_range(self.first + i);
+                let (low, high) = bucket_range(bucket);
                 return (low + (high - low) / 2).min(self.max);
             }
         }
@@ -146,22 +216,17 @@ impl Histogram {
         reason = "counts and a rank of a histogram"
     )]
     pub fn trimmed_mean_from(&self, min: u64, keep: f64) -> Option<u64> {
-        let from = bucket_of(min).max(self.first);
-        let counted = |i: usize| self.buckets.get(i.wrapping_sub(self.first)).copied();
-        let total: u64 = (from..self.first + self.buckets.len())
-            .filter_map(counted)
-            .sum();
+        let from = bucket_of(min);
+        let counted = || self.buckets.iter().filter(move |&(b, _)| b >= from);
+        let total: u64 = counted().map(|(_, n)| n).sum();
         if total == 0 {
             return None;
         }
         let mut left = ((total as f64 * keep.clamp(0.0, 1.0)).ceil() as u64).max(1);
         let (mut sum, mut n) = (0u128, 0u64);
-        for i in from..self.first + self.buckets.len() {
-            let take = counted(i).unwrap_or(0).min(left);
-            if take == 0 {
-                continue;
-            }
-            let (low, high) = bucket_range(i);
+        for (bucket, count) in counted() {
+            let take = count.min(left);
+            let (low, high) = bucket_range(bucket);
             sum += u128::from(low + (high - low) / 2) * u128::from(take);
             n += take;
             left -= take;
@@ -176,11 +241,9 @@ impl Histogram {
     /// goes to the slot of its midpoint: a bucket is at most 1/32 of its value wide).
     pub fn log2(&self) -> Log2Hist {
         let mut out = Log2Hist::default();
-        for (i, &n) in self.buckets.iter().enumerate() {
-            if n != 0 {
-                let (low, high) = bucket_range(self.first + i);
-                out.slots[log2_slot(low + (high - low) / 2) as usize] += n;
-            }
+        for (bucket, n) in self.buckets.iter() {
+            let (low, high) = bucket_range(bucket);
+            out.slots[log2_slot(low + (high - low) / 2) as usize] += n;
         }
         out
     }
@@ -188,12 +251,12 @@ impl Histogram {
     /// Bytes of heap it holds (for the memory bounds' tests).
     #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
-        self.buckets.capacity() * size_of::<u64>()
+        self.buckets.heap_bytes()
     }
 }
 
 /// Counts per log2 microsecond slot ([`iotop_bpf_common::hist::log2_slot`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Log2Hist {
     pub slots: [u64; SLOTS],
 }
@@ -222,7 +285,7 @@ impl Log2Hist {
 /// Request sizes in log2 byte buckets, for the exporter's size histogram: slot `i` counts
 /// requests of at most `512 << i` bytes (and more than `256 << i`); the last slot takes every
 /// larger request. A fixed array: bounded whatever the workload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SizeHist {
     pub slots: [u64; SIZE_SLOTS],
     /// Exact sum of the sizes counted.
@@ -338,6 +401,34 @@ mod tests {
         assert_eq!((hist.count(), hist.quantile(0.5)), (0, 0));
         hist.record(7);
         assert_eq!(hist.quantile(0.5), 7);
+    }
+
+    #[test]
+    fn a_handful_of_values_ten_octaves_apart_take_a_handful_of_slots() {
+        // A short-lived process: a queue time of 300 ns, one of 400 us (3,000 buckets apart).
+        let mut few = Histogram::default();
+        few.record(300);
+        few.record(400_000);
+        assert!(few.heap_bytes() <= FEW * 16, "{}", few.heap_bytes());
+        // Past FEW distinct buckets it stores its span, and answers the same.
+        let mut spread = Histogram::default();
+        let values: Vec<u64> = (0..40).map(|i| 1_000 + i * 7_919).collect();
+        for &v in &values {
+            spread.record(v);
+            few.record(v);
+        }
+        assert!(matches!(spread.buckets, Buckets::Span { .. }));
+        let mut by_one = Histogram::default();
+        for &v in &values {
+            by_one.record(v);
+        }
+        for q in [0.0, 0.25, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(spread.quantile(q), by_one.quantile(q), "q{q}");
+        }
+        assert_eq!(few.count(), 42);
+        assert_eq!(few.quantile(0.0), bucket_mid(300));
+        assert_eq!(few.quantile(1.0), 400_000);
+        assert_eq!(few.log2().total(), 42);
     }
 
     fn bucket_mid(value: u64) -> u64 {

@@ -381,6 +381,10 @@ pub struct SyncCall {
     pub ino: u64,
     #[serde(default)]
     pub name: String,
+    /// The file synced is a directory (its entries made durable: a payload no write
+    /// measures, never an empty sync).
+    #[serde(default)]
+    pub dir: bool,
 }
 
 impl SyncCall {
@@ -686,6 +690,10 @@ pub struct KernelSample {
     pub diskstats: Vec<DiskStat>,
     /// Bytes each process asked to write (write syscalls), cumulative: (tgid, bytes).
     pub logical_writes: Vec<(u32, u64)>,
+    /// The commands of those writers, as the kernel saw them at their first write: a
+    /// process that writes but never reaches a disk itself still gets a row.
+    #[serde(default)]
+    pub writers: Vec<(u32, Comm)>,
     /// Threads in D state at `now_ns`.
     pub dstate_now: Vec<DStateNow>,
     /// Time each process spent in finished D episodes, cumulative: (tgid, ns).

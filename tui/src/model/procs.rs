@@ -297,6 +297,11 @@ struct ProcState {
     exited_ns: Option<u64>,
     interval: ProcPeriod,
     total: ProcPeriod,
+    /// An interval of it was closed: its totals are no longer just the interval's.
+    closed_before: bool,
+    /// Its row said it exited: it is kept only for its calls still to settle, and has a row
+    /// again only in an interval where some did.
+    exit_reported: bool,
     /// Newest last.
     recent_syncs: VecDeque<RecentSync>,
     /// Where its previous request to each disk ended (sector), for sequentiality.
@@ -318,6 +323,8 @@ impl ProcState {
             exited_ns: None,
             interval: ProcPeriod::default(),
             total: ProcPeriod::default(),
+            closed_before: false,
+            exit_reported: false,
             recent_syncs: VecDeque::new(),
             next_sector: Vec::new(),
             dio_geometry: DioGeometry::default(),
@@ -371,13 +378,30 @@ pub(super) struct ProcBook {
     /// Boxed: a state is ~2 KB, and a table of them inline would keep the capacity a burst
     /// of short-lived processes once needed (8 MB for 4096) long after they are gone.
     procs: FastMap<u32, Box<ProcState>>,
+    /// Exits, this interval, of processes without a row then: a writer or a task in D known
+    /// only from the kernel's sums gets its row at the interval's end, after its exit.
+    unseen_exits: Vec<(u32, u64)>,
 }
+
+/// Exits of processes without a row remembered per interval at most.
+const MAX_UNSEEN_EXITS: usize = 65_536;
 
 impl ProcBook {
     pub(super) fn new(settings: Settings) -> Self {
         Self {
             settings,
             procs: FastMap::default(),
+            unseen_exits: Vec::new(),
+        }
+    }
+
+    /// Marks exited the rows created at the interval's end whose exit came before, and
+    /// forgets the rest.
+    pub(super) fn settle_unseen_exits(&mut self) {
+        for (tgid, at_ns) in self.unseen_exits.drain(..) {
+            if let Some(proc) = self.procs.get_mut(&tgid) {
+                proc.exited_ns = Some(at_ns);
+            }
         }
     }
 
@@ -510,16 +534,27 @@ impl ProcBook {
     }
 
     pub(super) fn exited(&mut self, tgid: u32, at_ns: u64) {
-        if let Some(proc) = self.procs.get_mut(&tgid) {
-            proc.exited_ns = Some(at_ns);
+        match self.procs.get_mut(&tgid) {
+            Some(proc) => proc.exited_ns = Some(at_ns),
+            None if self.unseen_exits.len() < MAX_UNSEEN_EXITS => {
+                self.unseen_exits.push((tgid, at_ns));
+            }
+            None => {}
         }
     }
 
-    /// Bytes the process asked to write in this interval.
-    pub(super) fn logical(&mut self, tgid: u32, bytes: u64) {
-        if let Some(proc) = self.procs.get_mut(&tgid) {
-            proc.interval.logical_bytes = proc.interval.logical_bytes.saturating_add(bytes);
+    /// Bytes the process asked to write in this interval. A writer not seen yet gets a row
+    /// when its command is known (a process that only writes, to the page cache, is I/O too).
+    pub(super) fn logical(&mut self, tgid: u32, comm: Option<Comm>, bytes: u64, now_ns: u64) {
+        if bytes == 0 {
+            return;
         }
+        let proc = match (self.procs.get_mut(&tgid), comm) {
+            (Some(proc), _) => proc,
+            (None, Some(comm)) => self.entry(tgid, comm, now_ns),
+            (None, None) => return,
+        };
+        proc.interval.logical_bytes = proc.interval.logical_bytes.saturating_add(bytes);
     }
 
     /// Time in D in this interval. A process that spent at least a millisecond in D gets a
@@ -552,9 +587,16 @@ impl ProcBook {
         let mut rows: Vec<ProcRow> = self
             .procs
             .iter_mut()
-            .map(|(&tgid, state)| {
+            .filter_map(|(&tgid, state)| {
                 state.judge_calls(disk_p99);
                 let interval = state.interval.figures(fua);
+                if state.exit_reported && interval.is_quiet() {
+                    // Waiting for its calls to settle: a row per interval for each of the
+                    // thousands a second a fork-heavy host ends would be most of the snapshot.
+                    state.total.merge(&state.interval);
+                    state.interval = ProcPeriod::default();
+                    return None;
+                }
                 let devices = state.interval.devices(name_of, fua);
                 state.total.merge(&state.interval);
                 let row = ProcRow {
@@ -563,8 +605,10 @@ impl ProcBook {
                     kernel_thread: state.kernel_thread,
                     exited: state.exited_ns.is_some(),
                     cgroup: cgroup_of(state.cgroup),
+                    since_start: state
+                        .closed_before
+                        .then(|| Box::new(state.total.figures(fua))),
                     interval,
-                    total: state.total.figures(fua),
                     devices,
                     recent_syncs: state
                         .recent_syncs
@@ -585,7 +629,9 @@ impl ProcBook {
                     dirty_state: state.dirty_state.clone().map(Box::new),
                 };
                 state.interval = ProcPeriod::default();
-                row
+                state.closed_before = true;
+                state.exit_reported = state.exited_ns.is_some();
+                Some(row)
             })
             .collect();
         rows.sort_by_key(|row| row.tgid);

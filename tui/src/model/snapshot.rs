@@ -518,6 +518,22 @@ impl ProcFigures {
     pub fn ios(&self) -> u64 {
         self.reads + self.writes + self.others
     }
+
+    /// Nothing happened: no request, write, call (settled or not), charge, pause or time in D.
+    pub fn is_quiet(&self) -> bool {
+        let s = &self.sync;
+        self.ios() == 0
+            && self.logical_write_bytes == 0
+            && self.dstate_ns == 0
+            && self.writeback_bytes == 0
+            && self.wrote_back_bytes == 0
+            && !self.waited()
+            && s.syncs == 0
+            && s.writeback_starts == 0
+            && s.small.calls + s.large.calls + s.unmeasured.calls + s.empty == 0
+            && s.in_sync_write_bytes == 0
+            && s.charged_write_bytes == 0
+    }
     pub fn bytes(&self) -> u64 {
         self.read_bytes + self.write_bytes
     }
@@ -549,12 +565,16 @@ pub struct ProcRow {
     pub comm: String,
     /// A kernel thread (jbd2, a kworker): it works for others.
     pub kernel_thread: bool,
-    /// It exited; this is its last row.
+    /// It exited. It has rows after this one only where calls of its settle (their costs).
     pub exited: bool,
     /// The cgroup of its requests (None: not known: no request carried one).
     pub cgroup: Option<CgroupInfo>,
     pub interval: ProcFigures,
-    pub total: ProcFigures,
+    /// Its figures since it was first seen, when that was before this interval; `None` when
+    /// they are the interval's ([`ProcRow::total`] reads either). Most short-lived processes
+    /// live within one interval: at thousands of them a second, a copy of the same figures in
+    /// every row would be the largest part of the snapshot.
+    pub since_start: Option<Box<ProcFigures>>,
     /// Per disk, for the interval; empty rows are left out.
     pub devices: Vec<ProcDeviceRow>,
     /// Its most recent sync calls, newest first.
@@ -564,6 +584,13 @@ pub struct ProcRow {
     pub io_limits: Option<Box<IoLimits>>,
     /// The write-back state at its last dirty-throttling pause.
     pub dirty_state: Option<Box<DirtyState>>,
+}
+
+impl ProcRow {
+    /// Its figures since it was first seen.
+    pub fn total(&self) -> &ProcFigures {
+        self.since_start.as_deref().unwrap_or(&self.interval)
+    }
 }
 
 /// One sync call, for the drill-down.

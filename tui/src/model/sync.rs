@@ -239,6 +239,16 @@ fn most_frequent(kinds: &BTreeMap<SyncKind, u64>) -> Option<SyncKind> {
         .map(|(kind, _)| *kind)
 }
 
+/// Whether a settled call's cost is judged as a sync's (its populations, the amplification
+/// and storm findings). Not write-back initiation, which makes nothing durable, nor
+/// `sync_file_range` even when it waits (git's writeout-only and batch modes, dpkg): it writes
+/// the file's dirty data pages, which write-back would write anyway, and commits no journal
+/// and flushes no cache; the block a small file costs it is no cost of syncing. Its calls
+/// still count as syncs (rate, latency, kinds).
+fn judged(kind: SyncKind) -> bool {
+    kind.is_durable() && kind.commits_journal()
+}
+
 /// Whether a settled call made less than one filesystem block durable (it still writes at
 /// least a whole block). A call on a filesystem of unknown block size is never small.
 fn is_small(call: &SyncCall) -> bool {
@@ -282,12 +292,13 @@ impl SyncPeriod {
 
     /// The call's cost, once settled.
     pub(super) fn add_settled(&mut self, sync: &SettledSync) {
-        if !sync.call.kind.is_durable() {
+        if !judged(sync.call.kind) {
             // Its writes were the process's own doing, started by the call.
             self.in_sync_write_bytes += sync.own_bytes;
             return;
         }
-        let measured = sync.call.kind.payload_measured();
+        // A directory's payload (its entries) is no write a window counts.
+        let measured = sync.call.kind.payload_measured() && !sync.call.dir;
         self.settled.add(
             &sync.call,
             if measured {

@@ -210,7 +210,7 @@ fn intervals_reset_and_totals_accumulate() {
     let s2 = model.tick(&sample(2_000 * MS, &all));
     assert_eq!(s1.procs[0].interval.reads, 10);
     assert_eq!(s2.procs[0].interval.reads, 5);
-    assert_eq!(s2.procs[0].total.reads, 15);
+    assert_eq!(s2.procs[0].total().reads, 15);
     assert_eq!(
         s2.disks[0].interval.reads, 5,
         "disk interval = kernel delta"
@@ -362,6 +362,47 @@ fn a_process_that_left_the_kernel_map_starts_again_from_zero() {
 }
 
 #[test]
+fn a_process_that_only_writes_to_the_page_cache_has_a_row_even_after_it_exits() {
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let mut baseline = sample(0, &[]);
+    baseline.kind = SampleKind::Baseline;
+    model.apply(&Input::Sample(Box::new(baseline)));
+    // tar's child wrote 6 MiB and exited before the interval closed; it never reached a
+    // disk itself (write-back will) and never synced.
+    model.apply(&Input::Exit(crate::model::ProcessExit {
+        tgid: 77,
+        ts_ns: 500 * MS,
+    }));
+    let mut s = sample(1_000 * MS, &[]);
+    s.logical_writes = vec![(77, 6 << 20), (78, 4096)];
+    s.writers = vec![(77, Comm::new("tar"))];
+    let snap = model.tick(&s);
+    let tar = snap
+        .procs
+        .iter()
+        .find(|p| p.tgid == 77)
+        .expect("a row for the writer");
+    assert_eq!(tar.interval.logical_write_bytes, 6 << 20);
+    assert_eq!(tar.comm, "tar");
+    assert!(
+        tar.exited,
+        "its exit, seen before it had a row, still counts"
+    );
+    assert!(
+        snap.procs.iter().all(|p| p.tgid != 78),
+        "no command known: no row rather than a nameless one"
+    );
+    s.now_ns = 2_000 * MS;
+    s.logical_writes = vec![];
+    s.writers = vec![];
+    let next = model.tick(&s);
+    assert!(
+        next.procs.iter().all(|p| p.tgid != 77),
+        "reported once, then forgotten"
+    );
+}
+
+#[test]
 fn exited_processes_are_reported_once_then_forgotten() {
     let mut model = Aggregator::new(Settings::default(), 0);
     model.ingest(&io(7, "short", LOOP0, Op::Write, 4096, 10 * MS, 0, US));
@@ -378,6 +419,57 @@ fn exited_processes_are_reported_once_then_forgotten() {
     assert!(row.exited);
     assert_eq!(row.interval.writes, 1);
     assert_eq!(model.process_count(), 0, "forgotten once reported");
+}
+
+#[test]
+fn an_exited_process_waiting_for_its_sync_to_settle_has_a_row_only_when_it_does() {
+    // Its fsync ends 900 ms into the interval, so it settles (SETTLE_NS later) only at the
+    // third close: the second has nothing of it to show.
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let mut w = io(7, "short", LOOP0, Op::Write, 4096, 880 * MS, 0, US);
+    w.flags = iotop_bpf_common::block::FLAG_IN_SYNC;
+    model.ingest(&w);
+    model.ingest_sync(&SyncCall {
+        tgid: 7,
+        tid: 7,
+        comm: Comm::new("short"),
+        kind: SyncKind::Fsync,
+        fd: Some(3),
+        start_ns: 870 * MS,
+        end_ns: 900 * MS,
+        ret: 0,
+        window_bytes: 4096,
+        window_writes: 1,
+        file: FileRef::Path("/tmp/short".into()),
+        dev: Some(LOOP0),
+        fs_block_size: 4096,
+        fs_dev: None,
+        ino: 0,
+        name: String::new(),
+        dir: false,
+    });
+    model.apply(&Input::Exit(ProcessExit {
+        tgid: 7,
+        ts_ns: 910 * MS,
+    }));
+    let rows = |snap: &Snapshot| snap.procs.iter().filter(|p| p.tgid == 7).count();
+    let first = model.tick(&sample(1_000 * MS, &[]));
+    assert_eq!(rows(&first), 1, "the row that says it exited");
+    assert!(first.procs.iter().any(|p| p.tgid == 7 && p.exited));
+    // At 1.4 s the call is not settled yet (0.5 s < SETTLE_NS after it ended).
+    let quiet = model.tick(&sample(1_400 * MS, &[]));
+    assert_eq!(rows(&quiet), 0, "nothing of it happened in this interval");
+    assert_eq!(model.process_count(), 1, "kept for its call");
+    let settled = model.tick(&sample(2_400 * MS, &[]));
+    let row = settled
+        .procs
+        .iter()
+        .find(|p| p.tgid == 7)
+        .expect("a row with its settled call");
+    assert_eq!(row.interval.sync.large.calls, 1);
+    assert_eq!(row.total().sync.large.calls, 1);
+    assert_eq!(row.total().writes, 1, "its totals since start");
+    assert_eq!(model.process_count(), 0);
 }
 
 #[test]
@@ -428,6 +520,7 @@ fn thirty_thousand_short_lived_processes_leave_nothing_behind() {
                 fs_dev: None,
                 ino: 0,
                 name: String::new(),
+                dir: false,
             });
             model.apply(&Input::Exit(ProcessExit {
                 tgid,
@@ -563,7 +656,7 @@ mod dstate {
                 .iter()
                 .find(|p| p.tgid == 50)
                 .unwrap()
-                .total
+                .total()
                 .dstate_ns,
             2_200 * MS
         );
@@ -808,6 +901,7 @@ fn write_back_is_charged_to_the_process_that_dirtied_the_pages() {
         fs_dev: None,
         ino: 0,
         name: String::new(),
+        dir: false,
     });
     for e in &events {
         model.ingest(e);
@@ -959,7 +1053,7 @@ fn fua_writes_are_counted_per_process_where_the_disk_honours_them() {
         proc.interval.fua_writes, 3,
         "the loop device does not honour FUA"
     );
-    assert_eq!(proc.total.fua_writes, 3);
+    assert_eq!(proc.total().fua_writes, 3);
     let on = |dev| proc.devices.iter().find(|d| d.dev == dev).unwrap();
     assert_eq!((on(NVME).fua_writes, on(NVME).fua_supported), (3, true));
     assert_eq!((on(LOOP0).fua_writes, on(LOOP0).fua_supported), (1, false));

@@ -25,7 +25,7 @@ use iotop_bpf_common::{
     dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
-        LOGICAL_WRITES, SCHED_SPLIT_ON, STACKS,
+        LOGICAL_WRITES, LogicalWrites, SCHED_SPLIT_ON, STACKS,
     },
     process::GLOBAL_EXIT_OFFSETS,
     raw::{GLOBAL_FAULT_INJECT, GLOBAL_RAW_LAYOUT, GLOBAL_SYSCALL_TABLE},
@@ -224,8 +224,9 @@ pub struct ProbeMaps {
     pub events: RingBuf<MapData>,
     pub counters: PerCpuArray<MapData, u64>,
     pub disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
-    /// tgid -> bytes asked to be written (an LRU per-CPU hash; aya reads it like a hash).
-    pub logical_writes: PerCpuHashMap<MapData, u32, u64>,
+    /// tgid -> bytes asked to be written and the writer's command (an LRU per-CPU hash;
+    /// aya reads it like a hash).
+    pub logical_writes: PerCpuHashMap<MapData, u32, LogicalWrites>,
     /// The D-state episodes in progress, by thread id.
     pub dstate_episodes: episodes::EpisodeTableView,
     pub stacks: StackTraceMap<MapData>,

@@ -449,6 +449,8 @@ pub struct Process<'a> {
     pub write_sizes: Vec<SizeCount>,
     pub read_sizes: Vec<SizeCount>,
     /// Its direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
+    /// Left out for a process without any (most): 25 of them are most of a line.
+    #[serde(skip_serializing_if = "DirectIo::is_empty")]
     pub direct_io: DirectIo<'a>,
     /// Its direct I/O calls (synchronous, libaio, io_uring; on iomap filesystems such as ext4
     /// and XFS, not raw block devices) completed in the interval.
@@ -549,9 +551,13 @@ pub struct DirectIo<'a> {
     pub unaligned_calls: u64,
     /// Every streamed call (the tracepoint cannot tell synchronous reads from writes).
     pub writes: u64,
+    /// Calls the kernel zeroes around: past EOF (predicted from the geometry) and inside
+    /// the file into unwritten extents (confirmed by the zeroing requests seen).
     pub zeroing_writes: u64,
     pub zeroed_tail_bytes: u64,
     pub zeroed_head_bytes: u64,
+    /// Zeroed inside the file, into unwritten (preallocated) extents.
+    pub zeroed_inside_bytes: u64,
     pub tail_pads: Vec<SizeCount>,
     /// Write requests exactly a predicted pad, ending on a filesystem block boundary.
     pub pad_requests: u64,
@@ -560,6 +566,16 @@ pub struct DirectIo<'a> {
     pub fs_block_size: u32,
     pub physical_block_size: u32,
     pub file: Option<&'a str>,
+}
+
+impl DirectIo<'_> {
+    fn is_empty(&self) -> bool {
+        self.streamed_calls == 0
+            && self.zeroing_writes == 0
+            && self.pad_requests == 0
+            && self.block_finishing_requests == 0
+            && self.tail_pads.is_empty()
+    }
 }
 
 #[derive(Serialize)]
@@ -662,9 +678,10 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 streamed_calls: f.dio.calls,
                 unaligned_calls: f.dio.unaligned_calls,
                 writes: f.dio.calls,
-                zeroing_writes: f.dio.tail_writes,
+                zeroing_writes: f.dio.tail_writes + f.dio.inside_zeroing_requests,
                 zeroed_tail_bytes: f.dio.tail_bytes,
                 zeroed_head_bytes: f.dio.head_bytes,
+                zeroed_inside_bytes: f.dio.inside_zeroed_bytes,
                 tail_pads: f
                     .dio
                     .pads
@@ -691,22 +708,22 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 .map(|&(bytes, count)| SizeCount { bytes, count })
                 .collect(),
             totals: ProcessTotals {
-                reads: p.total.reads,
-                writes: p.total.writes,
-                read_bytes: p.total.read_bytes,
-                write_bytes: p.total.write_bytes,
-                ios: p.total.ios(),
-                io_latency_us: (&p.total.latency).into(),
-                syncs: p.total.sync.syncs,
-                sync_latency_us: (&p.total.sync.latency).into(),
-                logical_write_bytes: p.total.logical_write_bytes,
-                charged_write_bytes: p.total.sync.charged_write_bytes,
-                writeback_bytes: p.total.writeback_bytes,
-                dstate_ms: p.total.dstate_ns / 1_000_000,
-                direct_io_calls: p.total.waits.calls.latency.count,
-                call_latency_us: (&p.total.waits.calls.latency).into(),
-                prequeue_ms: p.total.waits.calls.prequeue_ns / 1_000_000,
-                dirty_pause_ms: p.total.waits.dirty.pause_ns / 1_000_000,
+                reads: p.total().reads,
+                writes: p.total().writes,
+                read_bytes: p.total().read_bytes,
+                write_bytes: p.total().write_bytes,
+                ios: p.total().ios(),
+                io_latency_us: (&p.total().latency).into(),
+                syncs: p.total().sync.syncs,
+                sync_latency_us: (&p.total().sync.latency).into(),
+                logical_write_bytes: p.total().logical_write_bytes,
+                charged_write_bytes: p.total().sync.charged_write_bytes,
+                writeback_bytes: p.total().writeback_bytes,
+                dstate_ms: p.total().dstate_ns / 1_000_000,
+                direct_io_calls: p.total().waits.calls.latency.count,
+                call_latency_us: (&p.total().waits.calls.latency).into(),
+                prequeue_ms: p.total().waits.calls.prequeue_ns / 1_000_000,
+                dirty_pause_ms: p.total().waits.dirty.pause_ns / 1_000_000,
             },
             direct_io_calls: f.waits.calls.latency.count,
             call_latency_us: (&f.waits.calls.latency).into(),

@@ -78,6 +78,8 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
         .filter(|p| {
             let s = &p.interval.sync;
             p.interval.ios() > 0
+                // Writes into the page cache, which write-back will carry to a disk.
+                || p.interval.logical_write_bytes > 0
                 || p.interval.writeback_bytes > 0
                 || s.syncs > 0
                 // Calls settled in this interval (a short-lived process's cost arrives after
@@ -168,6 +170,7 @@ mod tests {
             fs_dev: None,
             ino: 0,
             name: String::new(),
+            dir: false,
         });
         let tick = |model: &mut Aggregator, now_ms| {
             model.tick(&KernelSample {

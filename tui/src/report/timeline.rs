@@ -258,7 +258,7 @@ impl Timeline {
             track.dstate_ns += f.dstate_ns;
             track.sync_p99_ns = track.sync_p99_ns.max(f.sync.latency.p99_ns);
             track.p99_ns = track.p99_ns.max(f.latency.p99_ns);
-            if let Some(amp) = p.total.sync.amplification() {
+            if let Some(amp) = p.total().sync.amplification() {
                 track.amplification = Some(amp);
             }
             let cell = track.cells.entry(b).or_default();

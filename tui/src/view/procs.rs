@@ -19,7 +19,7 @@ use crate::{
 /// The figures a row shows: the interval's, or the totals since start.
 pub fn figures<'a>(row: &'a ProcRow, ui: &UiState) -> &'a ProcFigures {
     if ui.cumulative {
-        &row.total
+        row.total()
     } else {
         &row.interval
     }
@@ -130,8 +130,8 @@ pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
                 kernel_thread: false,
                 exited: false,
                 cgroup: None,
-                interval: sum.clone(),
-                total: sum,
+                interval: sum,
+                since_start: None,
                 devices: Vec::new(),
                 recent_syncs: Vec::new(),
                 io_limits: None,

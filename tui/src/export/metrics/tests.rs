@@ -288,7 +288,7 @@ fn short_lived(first: u32, n: u32, bytes: u64) -> Vec<ProcRow> {
                 write_bytes: bytes,
                 ..ProcFigures::default()
             },
-            total: ProcFigures::default(),
+            since_start: None,
             devices: Vec::new(),
             recent_syncs: Vec::new(),
             io_limits: None,

@@ -5,8 +5,9 @@
 //! disk books just built, whose sync figures are distributions of settled calls (two
 //! populations, see [`crate::model::SyncFigures`]), not interval means. Their thresholds are
 //! named constants next to them. [`FindingBook`] keeps a finding listed while its pattern
-//! lasts, lets it fade for a while after, and holds back `INFO` findings until they persist,
-//! so one-interval blips do not crowd the screen.
+//! lasts, lets it fade for a while after, and holds back `INFO` findings, and findings whose
+//! one interval's evidence is too thin to be a pattern, until they persist, so one-interval
+//! blips do not crowd the screen.
 //!
 //! Severity: `WARN` and `CRIT` mean "a pathology with a fix"; `INFO` is a shape worth a look.
 
@@ -121,6 +122,10 @@ pub struct Finding {
     pub active: bool,
     pub first_seen_ns: u64,
     pub last_seen_ns: u64,
+    /// Consecutive intervals it must be seen in before it is listed: 1, or more where one
+    /// interval's evidence cannot tell a pattern from a one-off (`INFO` findings wait
+    /// [`INFO_MIN_STREAK`] in any case). The book's concern, not part of what was found.
+    persist: u32,
 }
 
 impl Finding {
@@ -140,6 +145,22 @@ impl Finding {
             active: true,
             first_seen_ns: scene.now_ns,
             last_seen_ns: scene.now_ns,
+            persist: 1,
+        }
+    }
+
+    /// Listed only once seen `intervals` intervals running.
+    fn persisting(mut self, intervals: u32) -> Self {
+        self.persist = intervals;
+        self
+    }
+
+    /// Consecutive intervals it must be seen in before it is first listed.
+    fn min_streak(&self) -> u32 {
+        if self.severity == Severity::Info {
+            self.persist.max(INFO_MIN_STREAK)
+        } else {
+            self.persist
         }
     }
 
@@ -238,7 +259,9 @@ struct Known {
     listed: bool,
 }
 
-/// Findings by subject across intervals.
+/// Findings by subject across intervals. A finding is listed once it has been seen as many
+/// intervals running as it asks ([`INFO_MIN_STREAK`] for `INFO`), then stays listed while it
+/// lasts and fades for [`FADE_NS`] after.
 #[derive(Debug, Default)]
 pub struct FindingBook {
     known: BTreeMap<Key, Known>,
@@ -297,10 +320,7 @@ impl FindingBook {
         }
         let mut listed: Vec<Finding> = Vec::new();
         for known in self.known.values_mut() {
-            if known.finding.severity == Severity::Info
-                && !known.listed
-                && known.streak < INFO_MIN_STREAK
-            {
+            if !known.listed && known.streak < known.finding.min_streak() {
                 continue;
             }
             known.listed = true;

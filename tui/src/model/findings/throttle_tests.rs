@@ -396,7 +396,7 @@ fn short_pauses_are_write_back_doing_its_job() {
     assert!(of_kind(&snaps[1], FindingKind::DirtyThrottled).is_empty());
     let dd = snaps[1].procs.iter().find(|p| p.tgid == DD).unwrap();
     assert_eq!(
-        dd.total.waits.dirty.pause_ns,
+        dd.total().waits.dirty.pause_ns,
         400 * MS,
         "summed since start"
     );

@@ -11,12 +11,28 @@
 //! finding fires when they are the process's typical sync (a few big syncs, such as lab001's
 //! 2 MiB record every 200th, do not hide them), and its amplification is that of the small
 //! population: the same figure as the `AMP` column.
+//!
+//! A cadence, not a burst: a handful of small syncs in one interval (a program's start-up
+//! writing its pid file) is named only if it keeps coming interval after interval.
+//!
+//! `sync_file_range` is not judged here (see `model::sync`): it writes only the data pages
+//! write-back would write anyway, and commits no journal and flushes no cache, so the block a
+//! small file costs it is not amplification caused by syncing.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
 use crate::model::{ProcRow, SyncPopulation, quantity};
 
 /// Fewer small syncs than this per second is not a cadence worth naming.
 pub const MIN_SMALL_SYNCS_PER_S: f64 = 5.0;
+/// Fewer small syncs than this in one interval is a handful, which a one-off burst holds as
+/// well as a cadence does: PostgreSQL rewrites and fsyncs postmaster.pid 7-8 times within
+/// ~0.1 s at start, SQLite's CREATE TABLE makes 3 small fdatasyncs, redis 3 as it creates its
+/// AOF, and nothing follows (each is 14/s over a 0.5 s interval). Loggers, lab001, `dd
+/// oflag=dsync` and maildir make hundreds an interval.
+pub const MIN_SMALL_SYNCS: u64 = 10;
+/// Below [`MIN_SMALL_SYNCS`], the pattern must be seen this many intervals running: a burst
+/// settles over two intervals at most, a slow cadence keeps coming.
+pub const THIN_MIN_STREAK: u32 = 3;
 /// Small syncs must be at least this share of the settled calls with a payload.
 pub const MIN_SMALL_SHARE: f64 = 0.5;
 /// Device bytes per payload byte of the small calls.
@@ -61,7 +77,12 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             Severity::Warning
         },
     )
-    .of_process(proc);
+    .of_process(proc)
+    .persisting(if small.calls < MIN_SMALL_SYNCS {
+        THIN_MIN_STREAK
+    } else {
+        1
+    });
     finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
     finding.files = s.small_files.iter().map(|(path, _)| path.clone()).collect();
     let file = match finding.files.as_slice() {

@@ -353,3 +353,14 @@ fn a_program_is_planned_after_the_one_it_follows() {
         "what follows nothing planned is dropped"
     );
 }
+
+#[test]
+fn the_inode_mode_is_at_offset_zero_so_absence_is_not_zero() {
+    // `i_mode` is struct inode's first field: a zero offset is a real one, and the probes
+    // tell absence by ABSENT (a zero sentinel once made every fd count as a file).
+    for kernel in KERNELS {
+        let plan = planned(kernel, Options::default(), None);
+        assert_eq!(plan.globals.files.inode_mode, 0, "{kernel}");
+    }
+    assert_eq!(iotop_bpf_common::sync::FileOffsets::ZERO.inode_mode, ABSENT);
+}
