@@ -264,7 +264,14 @@ fn privileged_cargo_test(selection: &[&str]) -> Result<std::process::Command> {
         .with_context(|| format!("{} is missing", binary.display()))?;
     let mut command = cmd("cargo");
     command
-        .args(["test", "--release", "--package", "iotop-bpf-integration"])
+        // Every test file runs even after one fails: a CI run names every failure at once.
+        .args([
+            "test",
+            "--release",
+            "--no-fail-fast",
+            "--package",
+            "iotop-bpf-integration",
+        ])
         .args(selection)
         .env("IOTOP_BPF_BIN", &binary);
     if !is_root() {
