@@ -59,15 +59,26 @@ pub(super) struct SyncPeriod {
     on_behalf_of: Parties,
 }
 
-/// Files by calls, bounded to the most synced [`MAX_FILES`].
+/// Files by calls, bounded to the most synced [`MAX_FILES`], with what did not fit: a
+/// program syncing hundreds of files once each (an installer) is not described by the few
+/// it synced most.
 #[derive(Clone, Debug, Default)]
 struct FileTally {
     /// (path, calls), most synced first.
     top: Vec<(String, u64)>,
+    /// Calls on files not in `top`.
+    elsewhere: u64,
+    /// The file of the latest call.
+    latest: String,
 }
 
 impl FileTally {
     fn add(&mut self, path: &str, calls: u64) {
+        self.count(path, calls);
+        path.clone_into(&mut self.latest);
+    }
+
+    fn count(&mut self, path: &str, calls: u64) {
         if let Some(entry) = self.top.iter_mut().find(|(p, _)| p == path) {
             entry.1 += calls;
         } else if self.top.len() < MAX_FILES {
@@ -76,14 +87,21 @@ impl FileTally {
             && last.1 < calls
         {
             // Replace the least synced when the newcomer has more calls.
+            self.elsewhere += last.1;
             *last = (path.to_string(), calls);
+        } else {
+            self.elsewhere += calls;
         }
         self.top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
     fn merge(&mut self, other: &Self) {
         for (path, n) in &other.top {
-            self.add(path, *n);
+            self.count(path, *n);
+        }
+        self.elsewhere += other.elsewhere;
+        if !other.latest.is_empty() {
+            self.latest.clone_from(&other.latest);
         }
     }
 }
@@ -411,7 +429,11 @@ impl SyncPeriod {
                 .map(|(kind, &n)| (kind.name(), n))
                 .collect(),
             files: self.files.top.clone(),
+            files_elsewhere: self.files.elsewhere,
+            file_latest: self.files.latest.clone(),
             small_files: self.small_files.top.clone(),
+            small_files_elsewhere: self.small_files.elsewhere,
+            small_file_latest: self.small_files.latest.clone(),
             disk: self.disks.first().map(|(dev, _)| *dev),
             fs_block_size: self.fs_block_size,
             small: self.small,

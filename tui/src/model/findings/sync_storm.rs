@@ -83,6 +83,18 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let files = match s.files.as_slice() {
         [] => String::new(),
         [(one, _)] => format!(" on {one}"),
+        // More files than are kept, each synced a few times at most: the latest says what
+        // kind they are (an installer's new files), the most synced may be the odd one.
+        [(first, a), ..] if s.files_elsewhere > 0 => {
+            let latest = &s.file_latest;
+            if !latest.is_empty() && !finding.files.contains(latest) {
+                finding.files.insert(0, latest.clone());
+            }
+            format!(
+                " on {} files or more, the latest {latest}, the most synced {first} ({a}x)",
+                s.files.len() + 1
+            )
+        }
         [(first, a), (second, b), rest @ ..] => format!(
             " on {first} ({a}x), {second} ({b}x){}",
             if rest.is_empty() {

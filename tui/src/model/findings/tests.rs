@@ -173,6 +173,70 @@ fn of_kind(found: &[Finding], kind: FindingKind) -> Vec<&Finding> {
 }
 
 #[test]
+fn an_installer_syncing_hundreds_of_files_once_is_named_by_its_latest_file_too() {
+    // dpkg: each new file written and fsynced once, its database's files several times.
+    let mut s = Stream::new();
+    for i in 0..300u64 {
+        let t = i * MS;
+        let file = if i % 30 == 0 {
+            "/root/var/lib/dpkg/updates/tmp.i".to_string()
+        } else {
+            format!("/root/usr/share/doc/pkg/file{i}.dpkg-new")
+        };
+        s.write_request(42, "lab001", t + 100 * US, 4096, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 200 * US, 8192, false, true);
+        s.sync_file(
+            42,
+            SyncKind::Fsync,
+            t + 50 * US,
+            t + 600 * US,
+            900,
+            1,
+            &file,
+        );
+    }
+    let found = s.findings();
+    let wa = of_kind(&found, FindingKind::WriteAmplification);
+    assert_eq!(wa.len(), 1, "{found:?}");
+    let f = wa[0];
+    assert!(
+        f.summary.contains(
+            "9 files or more, the latest /root/usr/share/doc/pkg/file299.dpkg-new, the most \
+             synced /root/var/lib/dpkg/updates/tmp.i"
+        ),
+        "{}",
+        f.summary
+    );
+    assert_eq!(f.files[0], "/root/usr/share/doc/pkg/file299.dpkg-new");
+}
+
+#[test]
+fn a_logger_syncing_one_file_names_that_file_alone() {
+    let mut s = Stream::new();
+    for i in 0..300u64 {
+        let t = i * MS;
+        s.write_request(42, "lab001", t + 100 * US, 4096, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fsync,
+            t + 50 * US,
+            t + 600 * US,
+            128,
+            1,
+            "/var/log/app.log",
+        );
+    }
+    let found = s.findings();
+    let wa = of_kind(&found, FindingKind::WriteAmplification);
+    assert_eq!(wa.len(), 1, "{found:?}");
+    assert!(
+        wa[0].summary.ends_with("; file /var/log/app.log"),
+        "{}",
+        wa[0].summary
+    );
+}
+
+#[test]
 fn small_writes_each_followed_by_fsync_are_named() {
     let found = lab001(128, SyncKind::Fsync, 500).findings();
     let wa = of_kind(&found, FindingKind::WriteAmplification);
@@ -382,6 +446,35 @@ fn autocommit_inserts_are_a_sync_storm_named_with_their_files() {
         storm[0].severity,
         Severity::Critical,
         "waiting ~90% of the time"
+    );
+}
+
+#[test]
+fn a_storm_over_hundreds_of_files_names_the_latest_too() {
+    // An installer: each new file written (8 KiB) and fdatasynced once, back to back, and
+    // its status file every tenth.
+    let mut s = Stream::new();
+    for i in 0..120u64 {
+        let t = i * 8 * MS;
+        let file = if i % 10 == 0 {
+            "/root/var/lib/dpkg/status".to_string()
+        } else {
+            format!("/root/usr/lib/pkg/mod{i}.py.dpkg-new")
+        };
+        s.write_request(42, "lab001", t + MS, 8192, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 2 * MS, 8192, false, true);
+        s.sync_file(42, SyncKind::Fdatasync, t, t + 7 * MS, 8192, 2, &file);
+    }
+    let found = s.findings();
+    let storm = of_kind(&found, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{found:?}");
+    assert!(
+        storm[0].summary.contains(
+            "on 9 files or more, the latest /root/usr/lib/pkg/mod119.py.dpkg-new, the most \
+             synced /root/var/lib/dpkg/status (12x)"
+        ),
+        "{}",
+        storm[0].summary
     );
 }
 

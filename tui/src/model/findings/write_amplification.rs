@@ -85,10 +85,23 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     });
     finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
     finding.files = s.small_files.iter().map(|(path, _)| path.clone()).collect();
-    let file = match finding.files.as_slice() {
+    let listed = finding.files.clone();
+    let file = match listed.as_slice() {
         [] => String::new(),
-        [one] => format!("; file {one}"),
-        [first, ..] => format!("; files {first} and others"),
+        [one] if s.small_files_elsewhere == 0 => format!("; file {one}"),
+        [first, ..] if s.small_files_elsewhere == 0 => format!("; files {first} and others"),
+        // More files than are kept: each synced a few times at most (an installer, a
+        // mail queue). The latest says what kind they are; the most synced may be the odd one.
+        [first, ..] => {
+            let latest = &s.small_file_latest;
+            if !latest.is_empty() && !finding.files.contains(latest) {
+                finding.files.insert(0, latest.clone());
+            }
+            format!(
+                "; {} files or more, the latest {latest}, the most synced {first}",
+                s.small_files.len() + 1
+            )
+        }
     };
     let typical = if small.min_payload == small.max_payload {
         quantity::bytes(small.max_payload)
