@@ -1,4 +1,4 @@
-//! The real-program corpus (`tests/corpus/`, see `tests/src/eval.rs`): every workload must
+//! The real-program corpus (`tests/corpus/`, see `tests/src/eval/`): every workload must
 //! raise what an engineer would expect and nothing else that is `WARN` or `CRIT`, and its
 //! figures (device bytes and requests, sync calls, logical writes, amplification, direct I/O
 //! zeroing) must be within 2x of their oracles (/proc/diskstats, strace, the filesystem's

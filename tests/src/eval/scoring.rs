@@ -1,0 +1,269 @@
+//! Scoring a run: each figure against its oracle, and the findings against what was
+//! expected.
+
+use super::runner::{DiskStat, Figures};
+use super::*;
+
+pub(super) fn magnitudes(
+    w: &Workload,
+    fs: Fs,
+    tool: &Figures,
+    before: &DiskStat,
+    after: &DiskStat,
+    trace: Option<&Trace>,
+    filefrag: String,
+) -> Vec<Magnitude> {
+    let device_bytes = after.write_bytes.saturating_sub(before.write_bytes);
+    let m = |what: String, unit, tool: u64, oracle: u64, source| Magnitude {
+        what,
+        unit,
+        tool: float(tool),
+        oracle: float(oracle),
+        source,
+        judged: true,
+        note: String::new(),
+    };
+    let mut out = vec![
+        m(
+            "device write bytes".into(),
+            Unit::Bytes,
+            tool.disk_write_bytes,
+            device_bytes,
+            "diskstats",
+        ),
+        m(
+            "device write requests".into(),
+            Unit::Count,
+            tool.disk_writes,
+            after.writes.saturating_sub(before.writes),
+            "diskstats",
+        ),
+    ];
+    let Some(trace) = trace else {
+        return out;
+    };
+    if w.checks.contains(&Check::Syncs) {
+        let splits = tool.kinds.contains_key(SRF_WRITE);
+        let oracle_kinds = trace.kinds_for(splits);
+        // `syncs` leaves write-back starts out where the tool names them apart.
+        let oracle_syncs = oracle_kinds
+            .iter()
+            .filter(|(kind, _)| kind.as_str() != SRF_WRITE)
+            .map(|(_, n)| n)
+            .sum();
+        out.push(m(
+            "syncs".into(),
+            Unit::Count,
+            tool.syncs,
+            oracle_syncs,
+            "strace",
+        ));
+        let kinds: BTreeSet<&String> = tool.kinds.keys().chain(oracle_kinds.keys()).collect();
+        // One kind alone is the total again.
+        if kinds.len() > 1 {
+            for kind in kinds {
+                out.push(m(
+                    format!("syncs: {kind}"),
+                    Unit::Count,
+                    tool.kinds.get(kind).copied().unwrap_or(0),
+                    oracle_kinds.get(kind).copied().unwrap_or(0),
+                    "strace",
+                ));
+            }
+        } else if let Some(kind) = kinds.first()
+            && let Some(last) = out.last_mut()
+        {
+            last.what = format!("syncs ({kind})");
+        }
+    }
+    if w.checks.contains(&Check::LogicalWrites) {
+        let mut logical = m(
+            "logical write bytes".into(),
+            Unit::Bytes,
+            tool.logical_write_bytes,
+            trace.write_bytes,
+            "strace",
+        );
+        logical.note = logical_gaps(tool, trace);
+        out.push(logical);
+    }
+    if w.checks.contains(&Check::Amplification) {
+        let oracle = if trace.fs_write_bytes == 0 {
+            0.0
+        } else {
+            float(device_bytes) / float(trace.fs_write_bytes)
+        };
+        let mut values = tool.amplification.clone();
+        values.sort_by(f64::total_cmp);
+        let median = values.get(values.len() / 2).copied();
+        out.push(Magnitude {
+            what: "write_amplification".into(),
+            unit: Unit::Ratio,
+            tool: median.unwrap_or(0.0),
+            oracle,
+            source: "diskstats / strace",
+            judged: median.is_some(),
+            note: if median.is_some() {
+                String::new()
+            } else {
+                "finding not raised".into()
+            },
+        });
+    }
+    if w.checks.contains(&Check::Zeroing) {
+        // btrfs takes no direct write that is not aligned to its sector size: it falls back
+        // to buffered I/O, and nothing is zeroed.
+        let (tail_writes, zeroed) = if fs.kind == "btrfs" {
+            (0, 0)
+        } else {
+            trace.predicted_zeroing(u64::from(fs.block))
+        };
+        let mut writes = m(
+            "zeroing writes".into(),
+            Unit::Count,
+            tool.zeroing_writes,
+            tail_writes,
+            "strace + geometry",
+        );
+        // The finding may count what the process row does not (zeroing inside EOF).
+        if let Some((n, z)) = tool.finding_zeroing
+            && n != tool.zeroing_writes
+        {
+            writes.note = format!("the finding's evidence: {n} writes, {}", bytes(float(z)));
+        }
+        out.push(writes);
+        let mut bytes = m(
+            "zeroed bytes".into(),
+            Unit::Bytes,
+            tool.zeroed_bytes,
+            zeroed,
+            "strace + geometry",
+        );
+        bytes.note = filefrag;
+        out.push(bytes);
+    }
+    out
+}
+
+/// Where the tool's logical write bytes fall short of strace's, process by process: writers
+/// the JSON never lists (no device I/O, sync or D time of their own: a process writing only
+/// into pipes), and listed ones whose totals hold less than they wrote (with the interval of
+/// their first row: bytes written before it are not in `totals`).
+pub(super) fn logical_gaps(tool: &Figures, trace: &Trace) -> String {
+    let mut parts = Vec::new();
+    let unlisted: Vec<u64> = trace
+        .write_bytes_by
+        .iter()
+        .filter(|(pid, bytes)| **bytes > 0 && !tool.listed.contains_key(pid))
+        .map(|(_, &bytes)| bytes)
+        .collect();
+    if !unlisted.is_empty() {
+        parts.push(format!(
+            "{} of it by {} processes or threads never listed",
+            bytes(float(unlisted.iter().sum())),
+            unlisted.len()
+        ));
+    }
+    let mut short: Vec<(u64, String)> = tool
+        .listed
+        .iter()
+        .filter_map(|(pid, (comm, total, first))| {
+            let wrote = trace.write_bytes_by.get(pid).copied().unwrap_or(0);
+            let missing = wrote.saturating_sub(*total);
+            (missing > 64 << 10 && missing * 10 > wrote).then(|| {
+                (
+                    missing,
+                    format!(
+                        "{comm} (pid {pid}) {} of {} (first row: interval {first})",
+                        bytes(float(*total)),
+                        bytes(float(wrote))
+                    ),
+                )
+            })
+        })
+        .collect();
+    short.sort_by_key(|s| std::cmp::Reverse(s.0));
+    parts.extend(short.into_iter().take(2).map(|(_, text)| text));
+    parts.join("; ")
+}
+
+/// WARN/CRIT kinds raised for the workload: its processes' findings, and its disk's.
+pub(super) fn raised_for(
+    intervals: &[Value],
+    pids: &BTreeSet<u32>,
+    dev: &str,
+) -> Vec<(String, String)> {
+    let mut raised: Vec<(String, String)> = Vec::new();
+    for f in intervals
+        .iter()
+        .flat_map(|i| i["findings"].as_array().into_iter().flatten())
+    {
+        let severity = f["severity"].as_str().unwrap_or("");
+        if severity != "warning" && severity != "critical" {
+            continue;
+        }
+        let mine = match f["pid"].as_u64() {
+            Some(pid) => u32::try_from(pid).is_ok_and(|pid| pids.contains(&pid)),
+            None => f["dev"].as_str() == Some(dev),
+        };
+        let kind = f["kind"].as_str().unwrap_or("?").to_string();
+        if mine && !raised.iter().any(|(k, _)| *k == kind) {
+            raised.push((kind, f["summary"].as_str().unwrap_or("").to_string()));
+        }
+    }
+    raised
+}
+
+pub(super) fn score(
+    w: &Workload,
+    fs: Fs,
+    raised: Vec<(String, String)>,
+    magnitudes: Vec<Magnitude>,
+    seconds: f64,
+    workload_seconds: f64,
+) -> Cell {
+    let expect: &[&[&str]] = if w.quiet_on.contains(&fs) {
+        &[]
+    } else {
+        w.expect
+    };
+    let is_raised = |kind: &str| raised.iter().any(|(k, _)| k == kind);
+    let true_positives = expect
+        .iter()
+        .filter(|group| group.iter().any(|k| is_raised(k)))
+        .count();
+    let false_positives = raised
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            !expect.iter().any(|group| group.contains(&k.as_str()))
+                && !w.tolerate.contains(&k.as_str())
+                && !w.tolerate_on.contains(&(fs, k.as_str()))
+        })
+        .cloned()
+        .collect();
+    let unnamed = raised
+        .iter()
+        .filter(|(k, _)| expect.iter().any(|group| group.contains(&k.as_str())))
+        .find(|(_, summary)| !summary.contains(w.file))
+        .map(|(k, _)| k.clone());
+    Cell {
+        workload: w.name,
+        about: w.about,
+        fs,
+        expected: expect.iter().map(|group| group.join(" or ")).collect(),
+        true_positives,
+        false_negatives: expect.len() - true_positives,
+        false_positives,
+        unnamed,
+        raised,
+        magnitudes,
+        seconds,
+        workload_seconds,
+        known_miss: w
+            .known_miss_on
+            .iter()
+            .find(|(on, _)| *on == fs)
+            .map(|&(_, why)| why),
+    }
+}
