@@ -36,6 +36,10 @@ pub struct RawLayout {
     pub dirty_dirty_arg: u32,
     pub dirty_wb_dirty_arg: u32,
     pub dirty_pause_arg: u32,
+    /// A jiffy, in µs: the raw `pause` argument is in jiffies (the classic record converts
+    /// it to ms itself), and HZ is 250 on Debian's kernels, 1000 on others. 0 when unknown:
+    /// taken as 1 ms.
+    pub jiffy_us: u32,
     /// Where the figures are in a `struct dirty_throttle_control *` argument instead (6.18+:
     /// `balance_dirty_pages(wb, dtc, ...)`): its index, and `thresh`, `dirty`, `wb_dirty` in it.
     pub dirty_dtc_arg: u32,
@@ -72,6 +76,7 @@ impl RawLayout {
         dirty_dirty_arg: ABSENT,
         dirty_wb_dirty_arg: ABSENT,
         dirty_pause_arg: ABSENT,
+        jiffy_us: 0,
         dirty_dtc_arg: ABSENT,
         dtc_thresh: ABSENT,
         dtc_dirty: ABSENT,

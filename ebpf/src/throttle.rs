@@ -204,10 +204,17 @@ pub fn dirty_pause(ctx: TracePointContext) -> u32 {
 /// BTF gave (no trace record built: the classic record of 6.12 lacks `wb_dirty`).
 #[raw_tracepoint(tracepoint = "balance_dirty_pages")]
 pub fn raw_dirty_pause(ctx: RawTracePointContext) -> i32 {
-    let pause = arg(&ctx, layout!(dirty_pause_arg)) as i64;
-    if pause <= 0 {
+    let jiffies = arg(&ctx, layout!(dirty_pause_arg)) as i64;
+    if jiffies <= 0 {
         return 0;
     }
+    // In jiffies here (the classic record converts it to ms itself). Unsigned: BPF has no
+    // signed division before its v4 instruction set.
+    let jiffy_us = match layout!(jiffy_us) {
+        0 => 1_000,
+        us => u64::from(us),
+    };
+    let pause = (jiffies as u64 * jiffy_us / 1_000) as i64;
     let dtc_arg = layout!(dirty_dtc_arg);
     let (limit, dirty, wb_dirty) = if dtc_arg != ABSENT {
         let dtc = arg(&ctx, dtc_arg);

@@ -80,6 +80,19 @@ impl Access {
     }
 }
 
+/// The resolution of `CLOCK_MONOTONIC_COARSE`: one jiffy (the kernel reports `TICK_NSEC`).
+fn coarse_clock_resolution_ns() -> Option<u64> {
+    let mut res = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    let ok = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &raw mut res) } == 0;
+    let ns = u64::try_from(res.tv_sec).ok()? * 1_000_000_000 + u64::try_from(res.tv_nsec).ok()?;
+    // A jiffy is 1 to 10 ms (HZ 1000 to 100); anything else is not one.
+    (ok && (1_000_000..=10_000_000).contains(&ns)).then_some(ns)
+}
+
 /// The record of what the kernel answered, and the live kernel while gathering.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct KernelFacts {
@@ -92,6 +105,10 @@ pub struct KernelFacts {
     /// Filesystems this kernel knows (`/proc/filesystems`), for notes on what a process here
     /// could use.
     pub filesystems: Vec<String>,
+    /// The kernel's tick (a jiffy), ns: the resolution of `CLOCK_MONOTONIC_COARSE`, which is
+    /// exactly that (`1e9 / HZ`). `None` where it was not recorded.
+    #[serde(default)]
+    pub tick_ns: Option<u64>,
     members: RefCell<BTreeMap<String, Option<MemberFact>>>,
     enums: RefCell<BTreeMap<String, Option<i64>>>,
     raw: RefCell<BTreeMap<String, Option<Vec<Param>>>>,
@@ -137,6 +154,7 @@ impl KernelFacts {
             tracefs_error,
             access,
             filesystems,
+            tick_ns: coarse_clock_resolution_ns(),
             live: Some(Live { btf, tracefs }),
             ..Self::default()
         }

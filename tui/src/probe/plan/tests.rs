@@ -232,6 +232,20 @@ fn durable_sources_follow_each_kernels_btf() {
 }
 
 #[test]
+fn the_raw_dirty_pause_is_converted_from_this_kernels_jiffies() {
+    // Debian's kernels tick at 250 Hz: the raw `pause` of 12 jiffies is 48 ms, not 12.
+    let mut facts = fixture("6.12");
+    facts.tick_ns = Some(4_000_000);
+    let planned = plan(&facts, Options::default()).unwrap();
+    assert_eq!(planned.globals.raw_layout.jiffy_us, 4_000);
+    // A record that did not note the tick: unknown (the probe takes 1 ms).
+    let mut facts = fixture("6.12");
+    facts.tick_ns = None;
+    let planned = plan(&facts, Options::default()).unwrap();
+    assert_eq!(planned.globals.raw_layout.jiffy_us, 0);
+}
+
+#[test]
 fn dirty_pauses_and_direct_io_by_kernel() {
     // balance_dirty_pages: twelve arguments to 6.12, a dirty_throttle_control on 6.18.
     for kernel in ["5.10", "6.1", "6.12"] {

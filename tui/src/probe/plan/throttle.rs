@@ -173,6 +173,10 @@ fn raw_dirty(k: &KernelFacts, l: &mut iotop_bpf_common::raw::RawLayout) -> Optio
         l.dirty_wb_dirty_arg = named(&p, "bdi_dirty", 5).or_else(|| named(&p, "wb_dirty", 5))?;
         l.dirty_pause_arg = named(&p, "pause", 10)?;
     }
+    l.jiffy_us = k
+        .tick_ns
+        .and_then(|ns| u32::try_from(ns / 1_000).ok())
+        .unwrap_or(0);
     l.wb_bdi = k.offset("bdi_writeback", "bdi")?;
     l.bdi_dev_name = k
         .member("backing_dev_info", "dev_name")
