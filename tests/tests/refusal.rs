@@ -45,12 +45,14 @@ fn a_refused_probe_degrades_its_pane_with_a_one_line_reason() {
         out.contains("refused: dstate_switch_raw (its verifier log: iotop-bpf check --verbose)"),
         "{out}"
     );
-    // Nothing else is lost: the wakeup probe the switch follows and the block probes stay.
-    for attached in [
-        "raw_tp:sched_wakeup",
-        "raw_tp:block_rq_issue",
-        "raw_tp:block_rq_complete",
-    ] {
+    // Nothing else is lost: the wakeup probe the switch follows (BTF-typed where the wait
+    // sites are taken at the wakeup, else raw) and the block probes stay.
+    assert!(
+        out.contains("attached: tp_btf:sched_wakeup\n")
+            || out.contains("attached: raw_tp:sched_wakeup\n"),
+        "sched_wakeup:\n{out}"
+    );
+    for attached in ["raw_tp:block_rq_issue", "raw_tp:block_rq_complete"] {
         assert!(
             out.contains(&format!("attached: {attached}\n")),
             "{attached}:\n{out}"
