@@ -473,6 +473,8 @@ pub struct SyncFigures {
     /// Settled calls whose payload is not measured (io_uring): what they wrote themselves
     /// and what was charged to them (their payload figures are 0).
     pub unmeasured: SyncPopulation,
+    /// Settled fsyncs of directories: the new files' names made durable.
+    pub dirs: SyncPopulation,
     /// Settled calls with nothing to make durable.
     pub empty: u64,
     /// Cache flushes the empty calls cost anyway (a clean file's fsync still flushes).
@@ -507,11 +509,25 @@ impl SyncFigures {
     }
 
     /// Write amplification of the process's sync calls: device bytes per byte made durable
-    /// (own writes plus charged journal writes, over payload) of its **typical** sync call.
-    /// The `AMP` column, the JSON `write_amplification` and the `write_amplification` finding
-    /// all use this one definition. `None` before any call with a payload was settled.
+    /// (own writes plus charged journal writes, over payload) of its **typical** sync call,
+    /// with its share of the directory fsyncs that made the files' names durable (a maildir
+    /// delivery is the message's fsync and its directory's: on btrfs the second costs as
+    /// much as the first). The `AMP` column, the JSON `write_amplification` and the
+    /// `write_amplification` finding all use this one definition. `None` before any call
+    /// with a payload was settled.
+    #[expect(clippy::cast_precision_loss, reason = "a display ratio")]
     pub fn amplification(&self) -> Option<f64> {
-        self.typical().amplification()
+        let typical = self.typical();
+        let files = self.small.calls + self.large.calls;
+        if typical.payload_bytes == 0 || files == 0 {
+            return None;
+        }
+        let dirs = (self.dirs.own_bytes + self.dirs.charged_bytes) as f64 * typical.calls as f64
+            / files as f64;
+        Some(
+            ((typical.own_bytes + typical.charged_bytes) as f64 + dirs)
+                / typical.payload_bytes as f64,
+        )
     }
 }
 
@@ -538,7 +554,7 @@ impl ProcFigures {
             && !self.waited()
             && s.syncs == 0
             && s.writeback_starts == 0
-            && s.small.calls + s.large.calls + s.unmeasured.calls + s.empty == 0
+            && s.small.calls + s.large.calls + s.unmeasured.calls + s.dirs.calls + s.empty == 0
             && s.in_sync_write_bytes == 0
             && s.charged_write_bytes == 0
     }

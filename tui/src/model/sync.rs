@@ -49,6 +49,9 @@ pub(super) struct SyncPeriod {
     /// Settled calls whose payload is not measured (io_uring: its writes are not system
     /// calls the probes count).
     unmeasured: SyncPopulation,
+    /// Settled fsyncs of directories: the names of new files made durable (maildir, an
+    /// installer). Their cost belongs to the files' (see `SyncFigures::amplification`).
+    dirs: SyncPopulation,
     /// Settled calls that made nothing durable (nothing written to the fd since its last
     /// sync, or a call without a file).
     empty: u64,
@@ -340,7 +343,9 @@ impl SyncPeriod {
             }
         }
         self.in_sync_write_bytes += sync.own_bytes;
-        if !measured {
+        if sync.call.dir {
+            self.dirs.add(sync);
+        } else if !measured {
             self.unmeasured.add(sync);
         } else if sync.call.window_bytes == 0 {
             self.empty += 1;
@@ -390,6 +395,7 @@ impl SyncPeriod {
         self.small.merge(&other.small);
         self.large.merge(&other.large);
         self.unmeasured.merge(&other.unmeasured);
+        self.dirs.merge(&other.dirs);
         self.empty += other.empty;
         self.empty_flushes += other.empty_flushes;
         self.empty_files.merge(&other.empty_files);
@@ -439,6 +445,7 @@ impl SyncPeriod {
             small: self.small,
             large: self.large,
             unmeasured: self.unmeasured,
+            dirs: self.dirs,
             empty: self.empty,
             empty_flushes: self.empty_flushes,
             empty_files: self.empty_files.top.clone(),

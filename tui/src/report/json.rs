@@ -515,6 +515,9 @@ pub struct SyncCost {
     /// Settled calls whose payload is not measured (io_uring: its writes are not system
     /// calls): what they wrote themselves and what was charged to them; payload 0.
     pub unmeasured: Population,
+    /// Settled fsyncs of directories (the new files' names); their cost is counted in
+    /// `write_amplification`.
+    pub directories: Population,
     /// Settled calls with nothing to make durable.
     pub empty: u64,
 }
@@ -623,6 +626,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 small: (&f.sync.small).into(),
                 large: (&f.sync.large).into(),
                 unmeasured: (&f.sync.unmeasured).into(),
+                directories: (&f.sync.dirs).into(),
                 empty: f.sync.empty,
             },
             sync_files: f.sync.files.iter().map(|(p, _)| p.as_str()).collect(),

@@ -1257,6 +1257,8 @@ fn a_directory_fsync_after_each_message_is_no_empty_sync() {
             "/mnt/m/new/msg",
         );
         let start = t + 400 * US;
+        // The directory's block, written by its fsync.
+        s.write_request(42, "lab001", start + 20 * US, 4096, true, false);
         s.flush_request(42, "lab001", start + 50 * US, true, false);
         s.model.ingest_sync(&SyncCall {
             tgid: 42,
@@ -1283,10 +1285,16 @@ fn a_directory_fsync_after_each_message_is_no_empty_sync() {
         of_kind(&found, FindingKind::EmptySyncs).is_empty(),
         "{found:?}"
     );
-    assert_eq!(
-        of_kind(&found, FindingKind::WriteAmplification).len(),
-        1,
-        "the messages' own fsyncs: {found:?}"
+    let wa = of_kind(&found, FindingKind::WriteAmplification);
+    assert_eq!(wa.len(), 1, "the messages' own fsyncs: {found:?}");
+    // A 300-byte message costs its block and its directory's: (4096 + 4096) / 300.
+    assert_eq!(*evidence(wa[0], "amplification"), Evidence::Ratio(27.3));
+    assert!(
+        wa[0]
+            .summary
+            .contains("and 200 directory fsyncs at 4 KiB each"),
+        "{}",
+        wa[0].summary
     );
 }
 

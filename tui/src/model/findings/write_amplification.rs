@@ -67,7 +67,18 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     // Of the calls judged (they settle an interval or so after they end, when this
     // interval's own windows may hold none).
     let avg_write = small.mean_write();
-    let populations = describe(kind, small, large, &journal);
+    let mut populations = describe(kind, small, large, &journal);
+    if s.dirs.calls > 0 {
+        populations.push_str(&format!(
+            "; and {} directory {kind}s at {} each",
+            s.dirs.calls,
+            quantity::bytes(
+                (s.dirs.own_bytes + s.dirs.charged_bytes)
+                    .checked_div(s.dirs.calls)
+                    .unwrap_or(0)
+            ),
+        ));
+    }
     let mut finding = Finding::new(
         scene,
         FindingKind::WriteAmplification,
