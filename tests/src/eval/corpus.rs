@@ -155,11 +155,6 @@ pub const CORPUS: &[Workload] = &[
         tolerate: &["flush_heavy", "sync_storm"],
         file: "mail/m",
         checks: TRACED_AMP,
-        known_miss_on: &[(
-            BTRFS_4K,
-            "the finding's 402x is the messages' own fsyncs; the oracle's 830x also holds the \
-             directory fsyncs' cost (btrfs' log tree), which the tool keeps apart",
-        )],
         ..W
     },
     Workload {

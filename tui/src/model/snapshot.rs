@@ -456,14 +456,14 @@ pub struct SyncFigures {
     pub files: Vec<(String, u64)>,
     /// Calls on files beyond `files` (0: those are all of them).
     pub files_elsewhere: u64,
-    /// The file of the latest call ("" when none).
-    pub file_latest: String,
+    /// The files of the latest calls, two at most, distinct, newest first.
+    pub files_recent: Vec<String>,
     /// The files of the small settled calls, most first.
     pub small_files: Vec<(String, u64)>,
     /// Small settled calls on files beyond `small_files` (0: those are all of them).
     pub small_files_elsewhere: u64,
-    /// The file of the latest small settled call ("" when none).
-    pub small_file_latest: String,
+    /// The files of the latest small settled calls, two at most, distinct, newest first.
+    pub small_files_recent: Vec<String>,
     /// The disk of the most synced files.
     pub disk: Option<Dev>,
     /// Block size of the synced files' filesystem (0 when unknown).

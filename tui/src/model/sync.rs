@@ -71,14 +71,20 @@ struct FileTally {
     top: Vec<(String, u64)>,
     /// Calls on files not in `top`.
     elsewhere: u64,
-    /// The file of the latest call.
-    latest: String,
+    /// The files of the latest calls, two at most, distinct, newest first.
+    recent: Vec<String>,
 }
 
 impl FileTally {
     fn add(&mut self, path: &str, calls: u64) {
         self.count(path, calls);
-        path.clone_into(&mut self.latest);
+        self.note_recent(path);
+    }
+
+    fn note_recent(&mut self, path: &str) {
+        self.recent.retain(|p| p != path);
+        self.recent.insert(0, path.to_string());
+        self.recent.truncate(2);
     }
 
     fn count(&mut self, path: &str, calls: u64) {
@@ -103,8 +109,8 @@ impl FileTally {
             self.count(path, *n);
         }
         self.elsewhere += other.elsewhere;
-        if !other.latest.is_empty() {
-            self.latest.clone_from(&other.latest);
+        for path in other.recent.iter().rev() {
+            self.note_recent(path);
         }
     }
 }
@@ -322,7 +328,11 @@ impl SyncPeriod {
         let measured = sync.call.kind.payload_measured() && !sync.call.dir;
         self.settled.add(
             &sync.call,
-            if measured {
+            if sync.call.dir {
+                // A name made durable is no data: its cost (the log tree's on btrfs) must not
+                // pass for payload and make a storm of tiny commits look like big ones.
+                0
+            } else if measured {
                 sync.call.window_bytes
             } else {
                 sync.own_bytes
@@ -436,10 +446,10 @@ impl SyncPeriod {
                 .collect(),
             files: self.files.top.clone(),
             files_elsewhere: self.files.elsewhere,
-            file_latest: self.files.latest.clone(),
+            files_recent: self.files.recent.clone(),
             small_files: self.small_files.top.clone(),
             small_files_elsewhere: self.small_files.elsewhere,
-            small_file_latest: self.small_files.latest.clone(),
+            small_files_recent: self.small_files.recent.clone(),
             disk: self.disks.first().map(|(dev, _)| *dev),
             fs_block_size: self.fs_block_size,
             small: self.small,

@@ -25,7 +25,7 @@ pub const MIN_FLUSHES_PER_EMPTY: f64 = 0.5;
 )]
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let s = &proc.interval.sync;
-    let settled = s.small.calls + s.large.calls + s.empty;
+    let settled = s.small.calls + s.large.calls + s.empty + s.dirs.calls;
     if s.empty < MIN_EMPTY || scene.rate(s.empty) < MIN_EMPTY_PER_S {
         return None;
     }

@@ -42,7 +42,7 @@ pub const MIN_SPAN_NS: u64 = 100_000_000;
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let s = &proc.interval.sync;
     // Judged on the calls settled in the interval: payload, time and cost of the same calls.
-    let settled = s.small.calls + s.large.calls + s.empty + s.unmeasured.calls;
+    let settled = s.small.calls + s.large.calls + s.empty + s.unmeasured.calls + s.dirs.calls;
     let rate = scene.rate(settled);
     if settled < MIN_SYNCS || rate < MIN_SYNCS_PER_S {
         return None;
@@ -59,7 +59,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     if typical >= unit * MAX_TYPICAL_UNITS {
         return None;
     }
-    let device = [&s.small, &s.large, &s.unmeasured]
+    let device = [&s.small, &s.large, &s.unmeasured, &s.dirs]
         .iter()
         .map(|p| p.own_bytes + p.charged_bytes)
         .sum::<u64>();
@@ -83,17 +83,22 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let files = match s.files.as_slice() {
         [] => String::new(),
         [(one, _)] => format!(" on {one}"),
-        // More files than are kept, each synced a few times at most: the latest says what
+        // More files than are kept, each synced a few times at most: a recent one says what
         // kind they are (an installer's new files), the most synced may be the odd one.
         [(first, a), ..] if s.files_elsewhere > 0 => {
-            let latest = &s.file_latest;
-            if !latest.is_empty() && !finding.files.contains(latest) {
-                finding.files.insert(0, latest.clone());
-            }
-            format!(
-                " on {} files or more, the latest {latest}, the most synced {first} ({a}x)",
+            let many = format!(
+                " on {} files or more, the most synced {first} ({a}x)",
                 s.files.len() + 1
-            )
+            );
+            match s.files_recent.iter().find(|r| *r != first) {
+                Some(other) => {
+                    if !finding.files.contains(other) {
+                        finding.files.insert(0, other.clone());
+                    }
+                    format!("{many}, lately {other}")
+                }
+                None => many,
+            }
         }
         [(first, a), (second, b), rest @ ..] => format!(
             " on {first} ({a}x), {second} ({b}x){}",

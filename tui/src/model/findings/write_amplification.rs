@@ -102,16 +102,22 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         [one] if s.small_files_elsewhere == 0 => format!("; file {one}"),
         [first, ..] if s.small_files_elsewhere == 0 => format!("; files {first} and others"),
         // More files than are kept: each synced a few times at most (an installer, a
-        // mail queue). The latest says what kind they are; the most synced may be the odd one.
+        // mail queue). A recent one says what kind they are; the most synced may be the odd
+        // one.
         [first, ..] => {
-            let latest = &s.small_file_latest;
-            if !latest.is_empty() && !finding.files.contains(latest) {
-                finding.files.insert(0, latest.clone());
-            }
-            format!(
-                "; {} files or more, the latest {latest}, the most synced {first}",
+            let many = format!(
+                "; {} files or more, the most synced {first}",
                 s.small_files.len() + 1
-            )
+            );
+            match s.small_files_recent.iter().find(|r| *r != first) {
+                Some(other) => {
+                    if !finding.files.contains(other) {
+                        finding.files.insert(0, other.clone());
+                    }
+                    format!("{many}, lately {other}")
+                }
+                None => many,
+            }
         }
     };
     let typical = if small.min_payload == small.max_payload {
