@@ -50,7 +50,8 @@ const TEST_PACKAGES: &[&str] = &[
 /// service.
 const TEST_PACKAGES_ALONE: &[&str] = &["prometheus"];
 /// What only `cargo xtask bench` needs beyond the tests' packages.
-const BENCH_PACKAGES: &[&str] = &[];
+/// The bench's peers beyond bpftrace: biolatency and biotop (CO-RE builds).
+const BENCH_PACKAGES: &[&str] = &["libbpf-tools"];
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
 /// What is set up: building and running need the toolchain alone; the tests add their

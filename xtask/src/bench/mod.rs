@@ -1,35 +1,38 @@
 //! `cargo xtask bench`: what iotop-bpf costs, measured beside a peer and the kernel's own
 //! counts in one run, each figure printed beside its target.
 //!
-//! 1. fio 4 KiB random reads, io_uring QD32, on a RAM-backed loop device, in interleaved
-//!    rounds of (a) no tracer, (b) `iotop-bpf --json`, (c) a bpftrace script that keeps one
-//!    latency histogram. Rounds are interleaved because this machine's IOPS drift: pairs
-//!    within a round are compared. Then (b) and (c) again with `kernel.bpf_stats_enabled`
-//!    for BPF time (the statistics slow every program run, so IOPS come from the passes
-//!    without them); I/Os are the disk's own counts.
-//! 2. The same with 4 threads of synchronous reads (psync): every read puts a thread in D
-//!    state, so the scheduler probes work on every I/O. The pattern of a database doing
-//!    pread().
-//! 3. iotop-bpf at ~200k events/s, recording: its CPU, its memory, the recording's bytes per
+//! 1. Five I/O shapes ([`shapes::ALL`]: io_uring QD32 and psync random reads, libaio random
+//!    direct writes, buffered write-back, a 128-byte write + fsync logger), each by fio on a
+//!    RAM-backed loop device, in interleaved rounds of (a) no tracer, (b) `iotop-bpf
+//!    --json`, (c) each peer ([`shapes::PEERS`]: a bpftrace script keeping one latency
+//!    histogram, libbpf-tools' biolatency and biotop). Rounds are interleaved because this
+//!    machine's IOPS drift: passes within a round are compared. Then (b) and (c) again with
+//!    `kernel.bpf_stats_enabled` for BPF time (the statistics slow every program run, so
+//!    IOPS come from the passes without them); I/Os are the disk's own counts, or fio's
+//!    calls where the disk sees them merged (buffered, the logger). A peer that cannot run on
+//!    this kernel is said so, with its own message.
+//! 2. iotop-bpf at ~200k events/s, recording: its CPU, its memory, the recording's bytes per
 //!    event and mode, and how long SIGINT takes to give the prompt back.
-//! 4. The live view in tmux under the same load: time to the first frame, and from `q` to
+//! 3. The live view in tmux under the same load: time to the first frame, and from `q` to
 //!    the shell.
 
 use std::{
-    collections::HashSet,
     env, fs,
-    io::{BufRead, BufReader, Read},
-    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc::{self, Receiver, RecvTimeoutError},
-    thread::{self, JoinHandle},
+    thread,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{cmd, describe, find_in_path, is_root, release_binary, run, stdout_of};
+use crate::util::{cmd, find_in_path, is_root, release_binary, run, stdout_of};
+
+mod load;
+mod process;
+mod shapes;
+use load::{bpf_programs_loaded, live_view, under_load};
+use process::{Background, BpfStatsSwitch, cpu_ticks, events_field, prog_stats};
+use shapes::{MAX_TIMES_BEST_PEER, PEERS, Peer, PerIo, Workload};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,15 +55,8 @@ pub struct Args {
     live_view_only: bool,
 }
 
-const BPFTRACE_HIST: &str =
-    "tracepoint:block:block_rq_issue { @start[args->dev, args->sector] = nsecs; }
-tracepoint:block:block_rq_complete /@start[args->dev, args->sector]/ {
-  @usecs = hist((nsecs - @start[args->dev, args->sector]) / 1000);
-  delete(@start[args->dev, args->sector]); }";
-
-/// The targets (issue 9), printed beside what was measured.
-const TARGET_BPF_NS_PER_IO: f64 = 500.0;
-const TARGET_IOPS_RATIO: f64 = 0.90;
+/// The targets (issues 9 and 20), printed beside what was measured; per shape in
+/// [`shapes`].
 const TARGET_CPU_PCT_AT_200K: f64 = 5.0;
 const TARGET_RSS_MIB: f64 = 40.0;
 const TARGET_RECORDING_BYTES_PER_EVENT: f64 = 24.0;
@@ -120,7 +116,14 @@ pub fn bench(args: &Args) -> Result<()> {
         return Ok(());
     }
     let mut table = Vec::new();
-    for workload in [Workload::Uring, Workload::Psync] {
+    // Peers that cannot run on this kernel, with their reason: tried once, then left out.
+    let mut unable: Vec<(Peer, String)> = Vec::new();
+    for peer in PEERS {
+        if !peer.installed() {
+            unable.push((peer, format!("{} is not installed", peer.program())));
+        }
+    }
+    for workload in shapes::ALL {
         println!(
             "\nbench: {} rounds of {} s fio {} on {} (1 GiB file in /dev/shm)",
             args.runs,
@@ -142,41 +145,72 @@ pub fn bench(args: &Args) -> Result<()> {
             };
             let baseline = fio(&device.dev, workload, args.seconds, None)?;
             let iotop = pass(Tracer::Iotop(&binary), false)?;
-            let bpftrace = pass(Tracer::Bpftrace, false)?;
-            let (iotop_cost, bpftrace_cost) = if args.no_bpf_stats {
-                (None, None)
+            let iotop_cost = if args.no_bpf_stats {
+                None
             } else {
-                (
-                    Some(pass(Tracer::Iotop(&binary), true)?),
-                    Some(pass(Tracer::Bpftrace, true)?),
-                )
+                Some(pass(Tracer::Iotop(&binary), true)?)
+            };
+            let mut peers = Vec::new();
+            for peer in PEERS {
+                if unable.iter().any(|(p, _)| *p == peer) {
+                    continue;
+                }
+                let run = pass(Tracer::Peer(peer), false).and_then(|plain| {
+                    let cost = if args.no_bpf_stats {
+                        None
+                    } else {
+                        Some(pass(Tracer::Peer(peer), true)?)
+                    };
+                    Ok((plain, cost))
+                });
+                match run {
+                    Ok((plain, cost)) => peers.push(PeerRun { peer, plain, cost }),
+                    Err(err) => {
+                        let why = format!("{err:#}");
+                        let why = why.lines().last().unwrap_or_default().to_owned();
+                        println!("  {} cannot run here: {why}", peer.name());
+                        unable.push((peer, why));
+                    }
+                }
+            }
+            let ns = |t: Option<&Traced>| {
+                t.and_then(|t| t.bpf_ns_per_io(workload))
+                    .map_or("-".into(), |v| format!("{v:.0}"))
             };
             println!(
-                "round {round}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%) | bpftrace {:.1}k ({:.1}%){}",
+                "round {round}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%, {} ns){}",
                 args.runs,
                 baseline.iops / 1e3,
                 iotop.fio.iops / 1e3,
                 100.0 * iotop.fio.iops / baseline.iops,
-                bpftrace.fio.iops / 1e3,
-                100.0 * bpftrace.fio.iops / baseline.iops,
-                match (&iotop_cost, &bpftrace_cost) {
-                    (Some(i), Some(b)) => format!(
-                        " | BPF ns/I/O iotop-bpf {} bpftrace {}",
-                        i.bpf_ns_per_io().map_or("-".into(), |v| format!("{v:.0}")),
-                        b.bpf_ns_per_io().map_or("-".into(), |v| format!("{v:.0}")),
-                    ),
-                    _ => String::new(),
-                }
+                ns(iotop_cost.as_ref()),
+                peers
+                    .iter()
+                    .map(|p| format!(
+                        " | {} {:.1}k ({:.1}%, {} ns)",
+                        p.peer.name(),
+                        p.plain.fio.iops / 1e3,
+                        100.0 * p.plain.fio.iops / baseline.iops,
+                        ns(p.cost.as_ref())
+                    ))
+                    .collect::<String>(),
             );
             rounds.push(Round {
                 baseline,
                 iotop,
-                bpftrace,
                 iotop_cost,
-                bpftrace_cost,
+                peers,
             });
         }
         table.extend(report(workload, &rounds));
+    }
+    for (peer, why) in &unable {
+        table.push(figure(
+            &format!("{}: not measured", peer.name()),
+            why.clone(),
+            "(a peer)",
+            None,
+        ));
     }
 
     println!(
@@ -225,111 +259,133 @@ fn print_table(table: &[Figure]) {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Workload {
-    /// 4 KiB random reads, io_uring, queue depth 32.
-    Uring,
-    /// 4 KiB random reads, 4 threads of pread (a thread in D for every read).
-    Psync,
-}
-
-impl Workload {
-    fn describe(self) -> &'static str {
-        match self {
-            Self::Uring => "4k randread io_uring QD32",
-            Self::Psync => "4k randread psync, 4 threads",
-        }
-    }
-
-    fn fio_args(self) -> &'static [&'static str] {
-        match self {
-            Self::Uring => &["--ioengine=io_uring", "--iodepth=32"],
-            Self::Psync => &["--ioengine=psync", "--numjobs=4", "--group_reporting"],
-        }
-    }
-}
-
-/// One round: fio alone, under each tracer, and under each with BPF statistics on.
+/// One round: fio alone, under iotop-bpf and under each peer, and under each with BPF
+/// statistics on.
 struct Round {
     baseline: Fio,
     iotop: Traced,
-    bpftrace: Traced,
     iotop_cost: Option<Traced>,
-    bpftrace_cost: Option<Traced>,
+    peers: Vec<PeerRun>,
+}
+
+struct PeerRun {
+    peer: Peer,
+    plain: Traced,
+    cost: Option<Traced>,
+}
+
+/// Total BPF time over total I/Os of some passes.
+fn bpf_per_io<'a>(workload: Workload, passes: impl Iterator<Item = &'a Traced>) -> Option<f64> {
+    let (ns, ios) = passes.fold((0, 0), |(ns, ios), t| match t.bpf_ns {
+        Some(t_ns) => (ns + t_ns, ios + t.fio.ios(workload)),
+        None => (ns, ios),
+    });
+    (ios > 0).then(|| ns as f64 / ios as f64)
 }
 
 fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
+    let name = workload.describe();
+    let unit = match workload.per_io() {
+        PerIo::Request => "per I/O",
+        PerIo::Call => "per call",
+    };
     let iotop_ratio = median(rounds.iter().map(|r| r.iotop.fio.iops / r.baseline.iops));
-    let bpftrace_ratio = median(rounds.iter().map(|r| r.bpftrace.fio.iops / r.baseline.iops));
     let cpu = median(rounds.iter().filter_map(|r| r.iotop.cpu_share));
     let received: u64 = rounds.iter().map(|r| r.iotop.received).sum();
     let dropped: u64 = rounds.iter().map(|r| r.iotop.dropped).sum();
-    // Summed over the rounds: total BPF time over total I/Os.
-    let bpf_per_io = |pick: fn(&Round) -> Option<&Traced>| {
-        let (ns, ios) =
-            rounds
-                .iter()
-                .filter_map(pick)
-                .fold((0, 0), |(ns, ios), t| match t.bpf_ns {
-                    Some(t_ns) => (ns + t_ns, ios + t.fio.ios),
-                    None => (ns, ios),
-                });
-        (ios > 0).then(|| ns as f64 / ios as f64)
-    };
-    let (iotop_ns, bpftrace_ns) = (
-        bpf_per_io(|r| r.iotop_cost.as_ref()),
-        bpf_per_io(|r| r.bpftrace_cost.as_ref()),
+    let iotop_ns = bpf_per_io(
+        workload,
+        rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
     );
-    let name = workload.describe();
+    let peers: Vec<(Peer, Option<f64>, f64)> = PEERS
+        .iter()
+        .filter_map(|&peer| {
+            let runs: Vec<&PeerRun> = rounds
+                .iter()
+                .flat_map(|r| r.peers.iter().filter(|p| p.peer == peer))
+                .collect();
+            if runs.is_empty() {
+                return None;
+            }
+            let ns = bpf_per_io(workload, runs.iter().filter_map(|p| p.cost.as_ref()));
+            let ratio = median(rounds.iter().flat_map(|r| {
+                r.peers
+                    .iter()
+                    .filter(|p| p.peer == peer)
+                    .map(|p| p.plain.fio.iops / r.baseline.iops)
+            }));
+            Some((peer, ns, ratio))
+        })
+        .collect();
+    let best_peer = peers
+        .iter()
+        .filter_map(|(_, ns, _)| *ns)
+        .min_by(f64::total_cmp);
+    let bpftrace_ns = peers
+        .iter()
+        .find(|(p, ..)| *p == Peer::Bpftrace)
+        .and_then(|(_, ns, _)| *ns);
     let ns = |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.0} ns"));
-    let figures = vec![
-        figure(
-            &format!("{name}: BPF time per I/O, iotop-bpf"),
-            ns(iotop_ns),
-            match workload {
-                Workload::Uring => "<= 500 ns, < bpftrace",
-                Workload::Psync => "(context)",
-            },
-            match (workload, iotop_ns, bpftrace_ns) {
-                (Workload::Uring, Some(i), Some(b)) => Some(i <= TARGET_BPF_NS_PER_IO && i < b),
-                (Workload::Uring, ..) => Some(false),
-                _ => None,
-            },
-        ),
-        figure(
-            &format!("{name}: BPF time per I/O, bpftrace histogram"),
-            ns(bpftrace_ns),
-            "(the peer)",
+    // The bound: the absolute target where there is one, the best peer's time x1.2, and for
+    // psync the bpftrace script's own time.
+    let mut bound = best_peer.map(|b| b * MAX_TIMES_BEST_PEER);
+    let mut target = format!("<= {MAX_TIMES_BEST_PEER}x the best peer");
+    if let Some(abs) = workload.bpf_ns_target() {
+        bound = Some(bound.map_or(abs, |b| b.min(abs)));
+        target = format!("<= {abs:.0} ns and {target}");
+    }
+    if workload == Workload::Psync {
+        bound = match (bound, bpftrace_ns) {
+            (Some(b), Some(t)) => Some(b.min(t)),
+            (b, t) => b.or(t),
+        };
+        target = format!("<= bpftrace's, {target}");
+    }
+    let mut figures = vec![figure(
+        &format!("{name}: BPF time {unit}, iotop-bpf"),
+        ns(iotop_ns),
+        &target,
+        match (iotop_ns, bound) {
+            (Some(i), Some(b)) => Some(i <= b),
+            _ => Some(false),
+        },
+    )];
+    for (peer, peer_ns, _) in &peers {
+        figures.push(figure(
+            &format!("{name}: BPF time {unit}, {}", peer.name()),
+            ns(*peer_ns),
+            "(a peer)",
             None,
-        ),
-        figure(
-            &format!("{name}: IOPS with iotop-bpf / without (median)"),
-            format!("{:.3}", iotop_ratio),
-            match workload {
-                Workload::Uring => ">= 0.90",
-                Workload::Psync => "(context)",
-            },
-            (workload == Workload::Uring).then_some(iotop_ratio >= TARGET_IOPS_RATIO),
-        ),
-        figure(
-            &format!("{name}: IOPS with bpftrace / without (median)"),
-            format!("{:.3}", bpftrace_ratio),
-            "(the peer)",
+        ));
+    }
+    figures.push(figure(
+        &format!("{name}: IOPS with iotop-bpf / without (median)"),
+        format!("{iotop_ratio:.3}"),
+        &workload
+            .iops_ratio_target()
+            .map_or_else(|| "(context)".into(), |t| format!(">= {t:.2}")),
+        workload.iops_ratio_target().map(|t| iotop_ratio >= t),
+    ));
+    for (peer, _, ratio) in &peers {
+        figures.push(figure(
+            &format!("{name}: IOPS with {} / without (median)", peer.name()),
+            format!("{ratio:.3}"),
+            "(a peer)",
             None,
-        ),
-        figure(
-            &format!("{name}: iotop-bpf CPU, % of a core"),
-            format!("{:.1}%", 100.0 * cpu),
-            "(context)",
-            None,
-        ),
-        figure(
-            &format!("{name}: events received / dropped"),
-            format!("{received} / {dropped}"),
-            "0 dropped",
-            Some(dropped == 0),
-        ),
-    ];
+        ));
+    }
+    figures.push(figure(
+        &format!("{name}: iotop-bpf CPU, % of a core"),
+        format!("{:.1}%", 100.0 * cpu),
+        "(context)",
+        None,
+    ));
+    figures.push(figure(
+        &format!("{name}: events received / dropped"),
+        format!("{received} / {dropped}"),
+        "0 dropped",
+        Some(dropped == 0),
+    ));
     println!("\n{name}: medians over {} rounds", rounds.len());
     for f in &figures {
         println!("  {}: {}", f.what, f.measured);
@@ -397,34 +453,47 @@ impl Drop for LoopDevice {
     }
 }
 
-/// Reads a block device completed since it appeared: the kernel's own count.
-fn disk_reads(dev: &str) -> Result<u64> {
+/// Reads and writes a block device completed since it appeared: the kernel's own count.
+fn disk_ios(dev: &str) -> Result<u64> {
     let name = dev.trim_start_matches("/dev/");
     let stat = fs::read_to_string(format!("/sys/block/{name}/stat"))
         .with_context(|| format!("reading /sys/block/{name}/stat"))?;
-    stat.split_whitespace()
-        .next()
-        .and_then(|f| f.parse().ok())
-        .with_context(|| format!("unexpected /sys/block/{name}/stat: {stat}"))
+    let fields: Vec<u64> = stat
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    match (fields.first(), fields.get(4)) {
+        (Some(reads), Some(writes)) => Ok(reads + writes),
+        _ => bail!("unexpected /sys/block/{name}/stat: {stat}"),
+    }
 }
 
 #[derive(Clone, Copy)]
 struct Fio {
     iops: f64,
-    /// Reads the disk completed while fio ran (its own counters, not fio's estimate).
-    ios: u64,
+    /// Requests the disk completed while fio ran (its own counters, not fio's estimate).
+    requests: u64,
+    /// fio's system calls (its I/Os, and the logger's fsyncs).
+    calls: u64,
+}
+
+impl Fio {
+    /// The I/Os BPF time is divided by, for this shape.
+    fn ios(&self, workload: Workload) -> u64 {
+        match workload.per_io() {
+            PerIo::Request => self.requests,
+            PerIo::Call => self.calls,
+        }
+    }
 }
 
 /// Runs fio on the device; `rate` caps the IOPS.
 fn fio(dev: &str, workload: Workload, seconds: u32, rate: Option<u32>) -> Result<Fio> {
-    let before = disk_reads(dev)?;
+    let before = disk_ios(dev)?;
     let mut fio = cmd("fio");
     fio.args([
         "--name=r",
         &format!("--filename={dev}"),
-        "--rw=randread",
-        "--bs=4k",
-        "--direct=1",
         &format!("--runtime={seconds}"),
         "--time_based",
         "--output-format=terse",
@@ -434,27 +503,39 @@ fn fio(dev: &str, workload: Workload, seconds: u32, rate: Option<u32>) -> Result
         fio.arg(format!("--rate_iops={rate}"));
     }
     let out = stdout_of(&mut fio)?;
-    let ios = disk_reads(dev)?.saturating_sub(before);
+    let requests = disk_ios(dev)?.saturating_sub(before);
     // Terse v3: 1 version, 2 fio version, 3 job name, 4 group, 5 error, 6 read KiB,
-    // 7 read KiB/s, 8 read IOPS, 9 read runtime (ms).
+    // 7 read KiB/s, 8 read IOPS, 9 read runtime (ms); the writes' same four at 47-50.
     let line = out
         .lines()
         .find(|l| l.starts_with("3;"))
         .context("no terse v3 line in fio's output")?;
     let fields: Vec<&str> = line.split(';').collect();
-    let iops: f64 = fields
-        .get(7)
-        .and_then(|f| f.parse().ok())
-        .with_context(|| format!("fio terse field 8 is not a number: {line}"))?;
+    let at = if workload.writes() { 48 } else { 7 };
+    let number = |i: usize| -> Result<f64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .with_context(|| format!("fio terse field {} is not a number: {line}", i + 1))
+    };
+    let iops = number(at)?;
+    let runtime_ms = number(at + 1)?;
     if iops <= 0.0 {
         bail!("fio measured 0 IOPS: {line}");
     }
-    Ok(Fio { iops, ios })
+    #[expect(clippy::cast_possible_truncation, reason = "a count of calls")]
+    #[expect(clippy::cast_sign_loss, reason = "positive")]
+    let calls = (iops * runtime_ms / 1e3) as u64 * workload.calls_per_fio_io();
+    Ok(Fio {
+        iops,
+        requests,
+        calls,
+    })
 }
 
 enum Tracer<'a> {
     Iotop(&'a Path),
-    Bpftrace,
+    Peer(Peer),
 }
 
 struct Traced {
@@ -468,9 +549,10 @@ struct Traced {
 }
 
 impl Traced {
-    fn bpf_ns_per_io(&self) -> Option<f64> {
+    fn bpf_ns_per_io(&self, workload: Workload) -> Option<f64> {
         let ns = self.bpf_ns?;
-        (self.fio.ios > 0).then(|| ns as f64 / self.fio.ios as f64)
+        let ios = self.fio.ios(workload);
+        (ios > 0).then(|| ns as f64 / ios as f64)
     }
 }
 
@@ -496,9 +578,11 @@ fn traced(
             thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
             tool
         }
-        Tracer::Bpftrace => {
-            let tool = Background::spawn("bpftrace", cmd("bpftrace").args(["-e", BPFTRACE_HIST]))?;
-            thread::sleep(Duration::from_secs(3)); // it prints "Attaching" before it attaches
+        Tracer::Peer(peer) => {
+            let tool = Background::spawn(peer.name(), cmd(peer.program()).args(peer.args()))?;
+            // bpftrace prints "Attaching" before it attaches; the others print nothing
+            // until their first report.
+            thread::sleep(Duration::from_secs(3));
             tool
         }
     };
@@ -546,479 +630,6 @@ fn event_totals(lines: &[String]) -> Result<(u64, u64)> {
         bail!("iotop-bpf printed no JSON line with events.received and events.dropped");
     }
     Ok((received, dropped))
-}
-
-/// What one run of iotop-bpf under ~`LOAD_IOPS` reads per second cost.
-struct Loaded {
-    events_per_sec: f64,
-    cpu_pct: f64,
-    rss_mib: f64,
-    peak_rss_mib: f64,
-    received: u64,
-    dropped: u64,
-    quit_ms: f64,
-    /// The recording's size and mode, when recording.
-    recording: Option<(u64, u32)>,
-}
-
-/// iotop-bpf --json under ~`LOAD_IOPS` reads per second, recording or not.
-fn run_loaded(
-    binary: &Path,
-    device: &LoopDevice,
-    ticks_per_sec: f64,
-    record: bool,
-) -> Result<Loaded> {
-    let recording = env::temp_dir().join(format!("iotop-bpf-bench-{}.rec", std::process::id()));
-    let _ = fs::remove_file(&recording);
-    let mut command = cmd(binary);
-    command.args(["--batch", "--json", "-d", "1"]);
-    if record {
-        command.arg("--record").arg(&recording);
-    }
-    let mut tool = Background::spawn("iotop-bpf", &mut command)?;
-    tool.wait_line(Duration::from_secs(60))?;
-    let pid = tool.child.id();
-    // Warm up, then measure over the steady part.
-    let seconds = 8;
-    let load = {
-        let dev = device.dev.clone();
-        thread::spawn(move || fio(&dev, Workload::Uring, seconds, Some(LOAD_IOPS)))
-    };
-    thread::sleep(Duration::from_secs(2));
-    let (cpu_before, t0) = (cpu_ticks(pid)?, Instant::now());
-    thread::sleep(Duration::from_secs(u64::from(seconds) - 3));
-    let (cpu_after, wall) = (cpu_ticks(pid)?, t0.elapsed());
-    let rss_kib = status_field(pid, "VmRSS:")?;
-    let hwm_kib = status_field(pid, "VmHWM:")?;
-    let fio = load
-        .join()
-        .map_err(|_| anyhow::anyhow!("fio thread panicked"))??;
-    tool.check_alive()?;
-    let (lines, quit) = tool.stop()?;
-    let (received, dropped) = event_totals(&lines)?;
-    let recording = if record {
-        let meta = fs::metadata(&recording)
-            .with_context(|| format!("the recording {} is missing", recording.display()))?;
-        let _ = fs::remove_file(&recording);
-        Some((meta.len(), meta.permissions().mode() & 0o777))
-    } else {
-        None
-    };
-    Ok(Loaded {
-        events_per_sec: fio.iops,
-        cpu_pct: 100.0 * cpu_after.saturating_sub(cpu_before) as f64
-            / ticks_per_sec
-            / wall.as_secs_f64(),
-        rss_mib: rss_kib as f64 / 1024.0,
-        peak_rss_mib: hwm_kib as f64 / 1024.0,
-        received,
-        dropped,
-        quit_ms: quit.as_secs_f64() * 1e3,
-        recording,
-    })
-}
-
-/// iotop-bpf at ~`LOAD_IOPS` events/s, then recording: CPU, RSS, recording size and mode,
-/// and SIGINT to exit.
-fn under_load(binary: &Path, device: &LoopDevice, ticks_per_sec: f64) -> Result<Vec<Figure>> {
-    let plain = run_loaded(binary, device, ticks_per_sec, false)?;
-    let recorded = run_loaded(binary, device, ticks_per_sec, true)?;
-    for (name, run) in [("--json", &plain), ("--json --record", &recorded)] {
-        println!(
-            "  {name}: fio {:.0}k IOPS; iotop-bpf CPU {:.1}%, RSS {:.1} MiB (peak {:.1}), {} events ({} dropped), SIGINT to exit {:.0} ms",
-            run.events_per_sec / 1e3,
-            run.cpu_pct,
-            run.rss_mib,
-            run.peak_rss_mib,
-            run.received,
-            run.dropped,
-            run.quit_ms,
-        );
-    }
-    let (bytes, mode) = recorded.recording.unwrap_or((0, 0));
-    let bytes_per_event = bytes as f64 / recorded.received.max(1) as f64;
-    println!("  recording: {bytes} bytes, {bytes_per_event:.1} B/event, mode {mode:o}");
-    let load = format!("at {:.0}k events/s", plain.events_per_sec / 1e3);
-    let rec_load = format!("at {:.0}k events/s", recorded.events_per_sec / 1e3);
-    Ok(vec![
-        figure(
-            &format!("iotop-bpf CPU {load}, % of a core"),
-            format!("{:.1}%", plain.cpu_pct),
-            "<= 5%",
-            Some(plain.cpu_pct <= TARGET_CPU_PCT_AT_200K),
-        ),
-        figure(
-            &format!("iotop-bpf RSS {load}"),
-            format!("{:.1} MiB", plain.rss_mib),
-            "<= 40 MiB",
-            Some(plain.rss_mib <= TARGET_RSS_MIB),
-        ),
-        figure(
-            &format!("SIGINT to exit (--json) {load}"),
-            format!("{:.0} ms", plain.quit_ms),
-            "<= 250 ms",
-            Some(plain.quit_ms <= TARGET_QUIT_MS),
-        ),
-        figure(
-            &format!("iotop-bpf CPU {rec_load}, recording"),
-            format!("{:.1}%", recorded.cpu_pct),
-            "(context)",
-            None,
-        ),
-        figure(
-            &format!("recording size {rec_load}"),
-            format!("{bytes_per_event:.1} B/event"),
-            "<= 24 B/event, 0 dropped",
-            Some(bytes_per_event <= TARGET_RECORDING_BYTES_PER_EVENT && recorded.dropped == 0),
-        ),
-        figure(
-            "recording file mode",
-            format!("{mode:o}"),
-            "600",
-            Some(mode == 0o600),
-        ),
-    ])
-}
-
-/// The live view in tmux under load: time to the first frame, and from `q` to the shell.
-fn live_view(binary: &Path, device: &LoopDevice, programs_before: usize) -> Result<Vec<Figure>> {
-    if find_in_path("tmux").is_none() {
-        bail!("tmux is missing: run `cargo xtask setup`");
-    }
-    let session = format!("iotop-bpf-bench-{}", std::process::id());
-    // The runs before this one quit at once and leave their probes to be detached: by a
-    // child, then by the kernel's own deferred release (RCU grace periods under the
-    // tracepoint lock). Attaching meanwhile waits for all of it (a first frame at ~1 s
-    // instead of ~250 ms): measured apart, and said.
-    let detach = wait_for_detached(binary, programs_before)?;
-    println!(
-        "  waited {:.0} ms for the earlier runs' probes to be detached",
-        detach.as_secs_f64() * 1e3
-    );
-    let load = {
-        let dev = device.dev.clone();
-        thread::spawn(move || fio(&dev, Workload::Uring, 6, Some(LOAD_IOPS)))
-    };
-    thread::sleep(Duration::from_secs(1));
-    let command = format!("{}; echo EXIT=$?; sleep 30", binary.display());
-    let started = Instant::now();
-    run(cmd("tmux").args([
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "120",
-        "-y",
-        "40",
-        &command,
-    ]))?;
-    let _kill = KillSession(session.clone());
-    let screen = || stdout_of(cmd("tmux").args(["capture-pane", "-p", "-t", &session]));
-    let wait = |text: &str, from: Instant| -> Result<Duration> {
-        let deadline = from + Duration::from_secs(20);
-        loop {
-            if screen()?.contains(text) {
-                return Ok(from.elapsed());
-            }
-            if Instant::now() > deadline {
-                bail!("the live view never showed {text:?}:\n{}", screen()?);
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
-    };
-    // The status line ("every 1.0s") is drawn with the first frame.
-    let first = wait("every ", started)?;
-    thread::sleep(Duration::from_secs(2));
-    let pressed = Instant::now();
-    run(cmd("tmux").args(["send-keys", "-t", &session, "q"]))?;
-    let quit = wait("EXIT=", pressed)?;
-    let fio = load
-        .join()
-        .map_err(|_| anyhow::anyhow!("fio thread panicked"))??;
-    let (first_ms, quit_ms) = (first.as_secs_f64() * 1e3, quit.as_secs_f64() * 1e3);
-    println!(
-        "  live view under {:.0}k IOPS: first frame {first_ms:.0} ms after launch, q to shell {quit_ms:.0} ms (tmux polled every 2 ms)",
-        fio.iops / 1e3
-    );
-    Ok(vec![
-        figure(
-            "live view: launch to first frame, under load",
-            format!("{first_ms:.0} ms"),
-            "<= 300 ms",
-            Some(first_ms <= TARGET_FIRST_FRAME_MS),
-        ),
-        figure(
-            "live view: q to the shell prompt, under load",
-            format!("{quit_ms:.0} ms"),
-            "<= 250 ms",
-            Some(quit_ms <= TARGET_QUIT_MS),
-        ),
-    ])
-}
-
-/// JITed BPF programs loaded now (each is a `bpf_prog_<tag>_<name>` symbol until freed).
-fn bpf_programs_loaded() -> usize {
-    std::fs::read_to_string("/proc/kallsyms").map_or(0, |symbols| {
-        symbols
-            .lines()
-            .filter(|line| line.contains(" bpf_prog_"))
-            .count()
-    })
-}
-
-/// Waits (at most 20 s) until no process runs `binary` (the children that earlier runs left
-/// to detach their probes) and the kernel has freed their programs: back to
-/// `programs_before`. Returns how long that took.
-fn wait_for_detached(binary: &Path, programs_before: usize) -> Result<Duration> {
-    let started = Instant::now();
-    let binary = binary
-        .canonicalize()
-        .with_context(|| format!("resolve {}", binary.display()))?;
-    let running = || {
-        std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|entry| {
-                entry
-                    .file_name()
-                    .to_str()
-                    .is_some_and(|name| name.parse::<u32>().is_ok())
-                    && std::fs::read_link(entry.path().join("exe")).is_ok_and(|exe| exe == binary)
-            })
-    };
-    while running() || bpf_programs_loaded() > programs_before {
-        if started.elapsed() > Duration::from_secs(20) {
-            bail!(
-                "{} BPF programs are loaded 20 s after the last run quit ({programs_before} before the bench)",
-                bpf_programs_loaded()
-            );
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(started.elapsed())
-}
-
-/// Kills a tmux session on drop.
-struct KillSession(String);
-
-impl Drop for KillSession {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .status();
-    }
-}
-
-/// A `kB` field of /proc/PID/status.
-fn status_field(pid: u32, key: &str) -> Result<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("no {key} in /proc/{pid}/status"))
-}
-
-/// The number under `"key"` after `"events"` in one JSON line (the workspace's serde_json
-/// is not worth a lock-file change for two counters).
-fn events_field(line: &str, key: &str) -> Option<u64> {
-    let events = &line[line.find("\"events\"")?..];
-    let pattern = format!("\"{key}\"");
-    let rest = events[events.find(&pattern)? + pattern.len()..].trim_start();
-    let rest = rest.strip_prefix(':')?.trim_start();
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    rest[..digits].parse().ok()
-}
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> Result<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // Fields after the parenthesised comm (which may hold spaces) start at field 3.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-    match (field(14), field(15)) {
-        (Some(utime), Some(stime)) => Ok(utime + stime),
-        _ => bail!("unexpected /proc/{pid}/stat: {stat}"),
-    }
-}
-
-/// BPF run time of the programs a process holds open, from /proc/PID/fdinfo (works without
-/// bpftool, and counts exactly that process's programs). None if it holds none.
-fn prog_stats(pid: u32) -> Option<u64> {
-    let mut seen = HashSet::new();
-    let mut total = None;
-    for entry in fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
-        // A descriptor may close while we look: skip it.
-        if !fs::read_link(entry.path())
-            .is_ok_and(|target| target.as_os_str() == "anon_inode:bpf-prog")
-        {
-            continue;
-        }
-        let Ok(info) = fs::read_to_string(format!(
-            "/proc/{pid}/fdinfo/{}",
-            entry.file_name().to_string_lossy()
-        )) else {
-            continue;
-        };
-        let value = |key: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(key))
-                .map(str::trim)
-        };
-        // Two fds of one program must count once.
-        if !seen.insert(value("prog_id:").unwrap_or_default().to_owned()) {
-            continue;
-        }
-        let ns: u64 = value("run_time_ns:")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        total = Some(total.unwrap_or(0) + ns);
-    }
-    total
-}
-
-/// kernel.bpf_stats_enabled set to 1 while alive, then restored.
-struct BpfStatsSwitch {
-    previous: String,
-}
-
-const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
-
-impl BpfStatsSwitch {
-    fn enable() -> Option<Self> {
-        let previous = fs::read_to_string(BPF_STATS).ok()?.trim().to_owned();
-        match fs::write(BPF_STATS, "1") {
-            Ok(()) => Some(Self { previous }),
-            Err(err) => {
-                eprintln!("warning: cannot enable {BPF_STATS} ({err}): BPF time not measured");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for BpfStatsSwitch {
-    fn drop(&mut self) {
-        if let Err(err) = fs::write(BPF_STATS, &self.previous) {
-            eprintln!(
-                "warning: could not restore {BPF_STATS} to {}: {err}",
-                self.previous
-            );
-        }
-    }
-}
-
-/// A tracer running in the background, its output read by threads (so it never blocks on a
-/// full pipe). Dropping it kills the process, so an error anywhere leaves nothing behind.
-struct Background {
-    name: &'static str,
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-    stderr: Option<JoinHandle<String>>,
-}
-
-impl Background {
-    fn spawn(name: &'static str, command: &mut Command) -> Result<Self> {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("could not start `{}`", describe(command)))?;
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().context("no stdout pipe")?;
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut stderr = child.stderr.take().context("no stderr pipe")?;
-        let stderr = thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
-        Ok(Self {
-            name,
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr: Some(stderr),
-        })
-    }
-
-    fn wait_line(&mut self, timeout: Duration) -> Result<()> {
-        match self.lines.recv_timeout(timeout) {
-            Ok(line) => {
-                self.seen.push(line);
-                Ok(())
-            }
-            Err(RecvTimeoutError::Timeout) => bail!("{} printed nothing in {timeout:?}", self.name),
-            Err(RecvTimeoutError::Disconnected) => self.died(),
-        }
-    }
-
-    fn check_alive(&mut self) -> Result<()> {
-        match self.child.try_wait()? {
-            None => Ok(()),
-            Some(_) => self.died(),
-        }
-    }
-
-    fn died(&mut self) -> Result<()> {
-        let status = self.child.wait()?;
-        let stderr = self
-            .stderr
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
-        bail!("{} exited early ({status}): {}", self.name, stderr.trim())
-    }
-
-    /// SIGINT (both tools print their final report on it), then its stdout lines and the
-    /// time it took to exit.
-    fn stop(mut self) -> Result<(Vec<String>, Duration)> {
-        let sent = Instant::now();
-        run(cmd("kill").args(["-INT", &self.child.id().to_string()]))?;
-        let deadline = sent + Duration::from_secs(10);
-        while self.child.try_wait()?.is_none() {
-            if Instant::now() > deadline {
-                eprintln!("warning: {} ignored SIGINT for 10 s: killing it", self.name);
-                self.child.kill()?;
-                self.child.wait()?;
-                break;
-            }
-            thread::sleep(Duration::from_millis(1));
-        }
-        let took = sent.elapsed();
-        let mut lines = std::mem::take(&mut self.seen);
-        // The reader thread ends at EOF, which closes the channel.
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            lines.push(line);
-        }
-        Ok((lines, took))
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        // No-op for a process already reaped by stop().
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[cfg(test)]
