@@ -16,7 +16,7 @@ use crate::{
     pipeline::{Pipeline, RunInfo, Step},
     shutdown::Shutdown,
     term::TerminalGuard,
-    view::{self, Focus, Theme, UiState, disks, procs},
+    view::{self, Focus, Theme, UiState, disks, finding, findings, procs},
 };
 
 /// Whether the loop goes on.
@@ -60,6 +60,25 @@ impl App {
         } else {
             self.shown = snap;
             self.ui.back = 0;
+            self.settle();
+        }
+    }
+
+    /// Keeps the findings' focus and overlay true to the snapshot on screen: a finding that
+    /// is no longer listed closes its text (and says why), and the focus leaves a findings
+    /// pane that is gone.
+    fn settle(&mut self) {
+        let groups = findings::groups(&self.shown);
+        if self.ui.show_finding && findings::selected(&groups, &self.ui).is_none() {
+            self.ui.show_finding = false;
+            self.ui.scroll = 0;
+            self.ui.message = Some(format!(
+                "the finding is no longer listed ({} s after it was last seen)",
+                crate::model::findings::FADE_NS / 1_000_000_000
+            ));
+        }
+        if self.ui.focus == Focus::Findings && groups.is_empty() {
+            self.ui.focus = Focus::Processes;
         }
     }
 
@@ -93,6 +112,7 @@ impl App {
             && snap.seq != self.shown.seq
         {
             self.shown = snap.clone();
+            self.settle();
         }
         self.ui.back = self.back_of(self.shown.seq);
     }
@@ -104,6 +124,7 @@ impl App {
             && let Some((newest, _)) = self.history.snapshot_back(0)
         {
             self.shown = newest.clone();
+            self.settle();
         }
         self.ui.back = 0;
     }
@@ -171,11 +192,36 @@ impl App {
                 Flow::Continue
             };
         }
+        if ui.show_finding {
+            // Its text scrolls with the keys that move a selection; other keys act as usual.
+            let max = finding::max_scroll(&self.shown, ui, self.size);
+            match key.code {
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace => {
+                    ui.show_finding = false;
+                    ui.scroll = 0;
+                    return Flow::Continue;
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    ui.scroll = ui.scroll.saturating_add(1).min(max)
+                }
+                KeyCode::Up | KeyCode::Char('k') => ui.scroll = ui.scroll.saturating_sub(1),
+                KeyCode::PageDown => ui.scroll = ui.scroll.saturating_add(10).min(max),
+                KeyCode::PageUp => ui.scroll = ui.scroll.saturating_sub(10),
+                _ => return self.on_key_below(key),
+            }
+            return Flow::Continue;
+        }
         if ui.show_detail && matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace)
         {
             ui.show_detail = false;
             return Flow::Continue;
         }
+        self.on_key_below(key)
+    }
+
+    /// The keys of the screen itself, under any overlay.
+    fn on_key_below(&mut self, key: KeyEvent) -> Flow {
+        let ui = &mut self.ui;
         match key.code {
             KeyCode::Char('q') => return Flow::Quit,
             KeyCode::Char(' ' | 'p') if ui.paused => self.resume(),
@@ -188,12 +234,8 @@ impl App {
                 ui.show_heatmap = true;
             }
             KeyCode::Char('w') => self.capture(),
-            KeyCode::Tab | KeyCode::BackTab => {
-                ui.focus = match ui.focus {
-                    Focus::Processes => Focus::Disks,
-                    Focus::Disks => Focus::Processes,
-                };
-            }
+            KeyCode::Tab => self.cycle_focus(true),
+            KeyCode::BackTab => self.cycle_focus(false),
             KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
             KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
             KeyCode::PageDown => self.move_selection(10),
@@ -217,6 +259,14 @@ impl App {
                 ui.show_detail = false;
             }
             KeyCode::Char('?' | 'h') | KeyCode::F(1) => ui.show_help = true,
+            KeyCode::Enter if ui.focus == Focus::Findings => {
+                if findings::selected(&findings::groups(&self.shown), ui).is_none() {
+                    self.move_selection(1);
+                }
+                self.ui.show_finding = self.ui.selected_finding.is_some();
+                self.ui.show_detail = false;
+                self.ui.scroll = 0;
+            }
             KeyCode::Enter if ui.focus == Focus::Processes => {
                 if ui.selected_pid.is_none() {
                     self.move_selection(1);
@@ -227,10 +277,32 @@ impl App {
                 ui.filter.clear();
                 ui.selected_pid = None;
                 ui.selected_disk = None;
+                ui.selected_finding = None;
             }
             _ => {}
         }
         Flow::Continue
+    }
+
+    /// Tab and Shift-Tab: processes, findings, disks, round. The findings pane is passed over
+    /// while it is not on screen; entering it selects its first line, so the keys act on
+    /// something visible at once.
+    fn cycle_focus(&mut self, forward: bool) {
+        let order = if forward {
+            [Focus::Processes, Focus::Findings, Focus::Disks]
+        } else {
+            [Focus::Processes, Focus::Disks, Focus::Findings]
+        };
+        let groups = findings::groups(&self.shown);
+        let at = order.iter().position(|&f| f == self.ui.focus).unwrap_or(0);
+        let mut next = order[(at + 1) % order.len()];
+        if next == Focus::Findings && groups.is_empty() {
+            next = order[(at + 2) % order.len()];
+        }
+        self.ui.focus = next;
+        if next == Focus::Findings && findings::selected(&groups, &self.ui).is_none() {
+            self.ui.selected_finding = Some(groups[0].key.clone());
+        }
     }
 
     /// Moves the selection in the focused pane by `delta` rows (clamped), keeping it by
@@ -254,6 +326,12 @@ impl App {
                     .selected_pid
                     .and_then(|pid| rows.iter().position(|p| p.tgid == pid));
                 self.ui.selected_pid = step(current, rows.len()).map(|i| rows[i].tgid);
+            }
+            Focus::Findings => {
+                let groups = findings::groups(&self.shown);
+                let current = findings::selected(&groups, &self.ui);
+                self.ui.selected_finding =
+                    step(current, groups.len()).map(|i| groups[i].key.clone());
             }
             Focus::Disks => {
                 let rows = disks::visible(&self.shown, &self.ui);
@@ -449,6 +527,8 @@ mod tests {
     fn tab_moves_focus_and_the_disk_selection() {
         let mut app = app();
         press(&mut app, KeyCode::Tab);
+        assert_eq!(app.ui.focus, Focus::Findings);
+        press(&mut app, KeyCode::Tab);
         assert_eq!(app.ui.focus, Focus::Disks);
         press(&mut app, KeyCode::Down);
         assert_eq!(
@@ -457,6 +537,168 @@ mod tests {
         );
         press(&mut app, KeyCode::Tab);
         assert_eq!(app.ui.focus, Focus::Processes);
+    }
+
+    /// The demo's snapshot with lab001 gone: no row, its finding ended 5 s ago.
+    fn lab001_exited() -> Snapshot {
+        let mut snap = demo_snapshot();
+        snap.seq += 1;
+        snap.procs.retain(|p| p.tgid != 5689);
+        for f in &mut snap.findings {
+            if f.tgid == Some(5689) {
+                f.active = false;
+                f.last_seen_ns = snap.now_ns - 5_000_000_000;
+            }
+        }
+        snap
+    }
+
+    #[test]
+    fn tab_reaches_the_findings_with_a_line_selected_and_jk_move_it() {
+        let mut app = app();
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.ui.focus, Focus::Findings);
+        let key = |app: &App| {
+            app.ui
+                .selected_finding
+                .as_ref()
+                .map(|k| (k.kind.name(), k.who.clone()))
+        };
+        assert_eq!(
+            key(&app),
+            Some(("write_amplification", "lab001".into())),
+            "entering the pane selects its first line"
+        );
+        press(&mut app, KeyCode::Char('j'));
+        assert_eq!(key(&app), Some(("long_d_state", "make".into())));
+        press(&mut app, KeyCode::Char('j'));
+        assert_eq!(key(&app), Some(("long_d_state", "make".into())), "clamped");
+        press(&mut app, KeyCode::Char('k'));
+        assert_eq!(key(&app), Some(("write_amplification", "lab001".into())));
+        assert_eq!(
+            app.ui.selected_pid, None,
+            "the process selection is not moved"
+        );
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.ui.focus, Focus::Processes);
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(
+            app.ui.focus,
+            Focus::Disks,
+            "Shift-Tab goes round the other way"
+        );
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.ui.focus, Focus::Findings);
+    }
+
+    #[test]
+    fn tab_passes_over_the_findings_when_there_are_none() {
+        let mut app = App::new(UiState::default());
+        let mut snap = demo_snapshot();
+        snap.findings.clear();
+        app.update(snap);
+        press(&mut app, KeyCode::Tab);
+        assert_eq!(app.ui.focus, Focus::Disks);
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.ui.focus, Focus::Processes);
+        press(&mut app, KeyCode::BackTab);
+        assert_eq!(app.ui.focus, Focus::Disks);
+    }
+
+    #[test]
+    fn a_finding_opens_after_its_process_exited_and_esc_closes_it() {
+        let mut app = app();
+        app.update(lab001_exited());
+        press(&mut app, KeyCode::Tab);
+        press(&mut app, KeyCode::Char('j'));
+        let selected = app.ui.selected_finding.clone().unwrap();
+        assert_eq!(
+            (selected.kind.name(), selected.who.as_str()),
+            ("write_amplification", "lab001"),
+            "the ended finding comes after the active one"
+        );
+        press(&mut app, KeyCode::Enter);
+        assert!(app.ui.show_finding);
+        assert!(!app.ui.show_detail);
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        app.draw(&mut terminal).unwrap();
+        let screen = crate::capture::screen_text(terminal.backend().buffer());
+        let fix = &app
+            .shown
+            .findings
+            .iter()
+            .find(|f| f.tgid == Some(5689))
+            .unwrap()
+            .fix;
+        let first_words: String = fix.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+        assert!(screen.contains("lab001 pid 5689"), "{screen}");
+        assert!(screen.contains("ended 5s ago"), "{screen}");
+        assert!(
+            screen.contains(&format!("fix      {first_words}")),
+            "{screen}"
+        );
+        press(&mut app, KeyCode::Esc);
+        assert!(!app.ui.show_finding);
+        assert_eq!(
+            app.ui.selected_finding,
+            Some(selected),
+            "closing keeps the selection"
+        );
+        assert_eq!(app.ui.focus, Focus::Findings);
+    }
+
+    #[test]
+    fn the_text_scrolls_only_as_far_as_it_goes() {
+        let mut app = app();
+        app.size = (60, 16);
+        press(&mut app, KeyCode::Tab);
+        press(&mut app, KeyCode::Enter);
+        assert!(app.ui.show_finding);
+        let max = finding::max_scroll(&app.shown, &app.ui, app.size);
+        assert!(max > 0, "a long text on a small screen scrolls");
+        for _ in 0..100 {
+            press(&mut app, KeyCode::Char('j'));
+        }
+        assert_eq!(app.ui.scroll, max);
+        press(&mut app, KeyCode::PageUp);
+        assert_eq!(app.ui.scroll, max.saturating_sub(10));
+        assert!(app.ui.show_finding, "scrolling keeps it open");
+    }
+
+    #[test]
+    fn a_finding_no_longer_listed_closes_its_text_and_the_pane_gives_up_focus() {
+        let mut app = app();
+        press(&mut app, KeyCode::Tab);
+        press(&mut app, KeyCode::Enter);
+        assert!(app.ui.show_finding);
+        let mut gone = demo_snapshot();
+        gone.seq += 1;
+        gone.findings.clear();
+        app.update(gone);
+        assert!(!app.ui.show_finding);
+        assert!(
+            app.ui
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("no longer listed"),
+            "{:?}",
+            app.ui.message
+        );
+        assert_eq!(app.ui.focus, Focus::Processes);
+    }
+
+    #[test]
+    fn a_paused_screen_keeps_the_finding_open() {
+        let mut app = app();
+        press(&mut app, KeyCode::Tab);
+        press(&mut app, KeyCode::Enter);
+        press(&mut app, KeyCode::Char('p'));
+        let mut gone = demo_snapshot();
+        gone.seq += 1;
+        gone.findings.clear();
+        app.update(gone);
+        assert!(app.ui.show_finding, "the frozen interval still lists it");
     }
 
     #[test]

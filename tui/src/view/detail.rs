@@ -222,7 +222,17 @@ fn summary_lines<'a>(
         ]));
     }
     for finding in snap.findings.iter().filter(|f| f.tgid == Some(row.tgid)) {
-        lines.push(findings::line(finding, snap.now_ns, theme));
+        // The pane's line, uncut: the drill-down wraps it instead.
+        let one = findings::Group {
+            key: findings::GroupKey::of(finding),
+            members: vec![finding],
+        };
+        lines.push(findings::line(
+            &one,
+            snap.now_ns,
+            usize::from(u16::MAX),
+            theme,
+        ));
         if !finding.files.is_empty() {
             lines.push(Line::from(vec![
                 Span::styled("      file: ", theme.key),

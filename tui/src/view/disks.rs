@@ -8,7 +8,12 @@ use ratatui::{
     widgets::{Block, Borders, Row, Table, TableState},
 };
 
-use super::{Focus, Theme, UiState, procs::period_secs, theme::SELECTED_SYMBOL, trend::sparkline};
+use super::{
+    Focus, Theme, UiState,
+    procs::period_secs,
+    theme::{SELECTED_SYMBOL, focus_mark},
+    trend::sparkline,
+};
 use crate::{
     history::History,
     model::{DiskFigures, DiskRow, Snapshot},
@@ -154,7 +159,7 @@ pub fn render(
         .collect();
     let focused = ui.focus == Focus::Disks;
     let block = Block::new().borders(Borders::TOP).title(Line::styled(
-        " Disks ",
+        format!("{}Disks ", focus_mark(focused)),
         if focused { theme.key } else { theme.title },
     ));
     let table = Table::new(body, widths)

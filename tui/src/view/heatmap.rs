@@ -52,7 +52,8 @@ pub fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
     };
     match ui.focus {
         Focus::Disks => disk(),
-        Focus::Processes => {
+        // The findings pane leaves the process selection as it was.
+        Focus::Processes | Focus::Findings => {
             let rows = procs::visible(snap, ui);
             match ui
                 .selected_pid

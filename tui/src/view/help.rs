@@ -12,9 +12,9 @@ use super::Theme;
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     ("space, p", "pause the display (counting goes on)"),
-    ("Tab", "switch pane: processes / disks"),
+    ("Tab", "switch pane: processes / findings / disks"),
     ("↑ ↓ j k", "select a row; Home End: first / last"),
-    ("Enter", "drill into the process: syncs, files, findings"),
+    ("Enter", "open the process (syncs, files) or the finding"),
     ("s, < >", "next sort column; the column left / right"),
     ("r", "reverse the sort"),
     ("H", "heat map of the selection's latency over time"),

@@ -61,7 +61,8 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
     };
     match ui.focus {
         Focus::Disks => disk(),
-        Focus::Processes => {
+        // The findings pane leaves the process selection as it was.
+        Focus::Processes | Focus::Findings => {
             let rows = procs::visible(snap, ui);
             let Some(row) = ui
                 .selected_pid

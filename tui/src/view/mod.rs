@@ -6,7 +6,7 @@
 //! │   ld r b wa psi dirty: load, run queue, blocked, iowait, I/O pressure │
 //! ├ Disks ─ iostat -x columns, one row per disk ─────────────────────────┤
 //! ├ Processes ─ PID COMM R/s W/s RMB/s WMB/s p50 p99 SYNC/s AMP ─────────┤
-//! ├ Findings ─ ‼ CRIT write_amplification lab001 (pid 42): ... (if any) ─┤
+//! ├ Findings ─ ‼ CRIT write_amplification lab001 pid 42 /file 128x ... ──┤
 //! ├ D state ─ PID/TID COMM BLOCKED EPISODES WHERE (if any thread is stuck) ┤
 //! ├ Latency ─ selected disk/process: queue hist │ device hist ───────────┤
 //! │   or (H) its heat map: latency over time, sparklines of rates and p99 │
@@ -16,6 +16,7 @@
 pub mod detail;
 pub mod disks;
 pub mod dstate;
+pub mod finding;
 pub mod findings;
 pub mod heatmap;
 pub mod help;
@@ -23,6 +24,7 @@ pub mod latency;
 pub mod procs;
 mod state;
 pub mod status;
+pub mod text;
 pub mod theme;
 pub mod trend;
 
@@ -62,7 +64,13 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
         .clamp(1, 6);
     // Below 30 rows the optional panes shrink so the processes keep room.
     let compact = area.height < 30;
-    let finding_rows = findings::wanted_rows(snap, compact);
+    // Findings are the story of an incident: more of them as the screen grows.
+    let most_findings = match area.height {
+        0..30 => 2,
+        30..50 => 4,
+        _ => 6,
+    };
+    let finding_rows = findings::wanted_rows(snap, most_findings);
     let dstate_rows = dstate::wanted_rows(snap, compact);
     // The latency pane gets a third of the screen, plus whatever the processes do not need.
     let proc_rows = u16::try_from(procs::visible(snap, ui).len())
@@ -99,7 +107,7 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
     disks::render(frame, disks_area, snap, history, ui, theme);
     procs::render(frame, procs_area, snap, ui, theme);
     if finding_rows > 0 {
-        findings::render(frame, findings_area, snap, theme);
+        findings::render(frame, findings_area, snap, ui, theme);
     }
     if dstate_rows > 0 {
         dstate::render(frame, dstate_area, snap, theme);
@@ -110,13 +118,15 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
         latency::render(frame, latency_area, snap, ui, theme);
     }
     status::render_keys(frame, keys_area, ui, theme);
-    if ui.show_detail {
-        // Everything between the status line and the key line.
-        let body = Rect {
-            y: area.y + 1,
-            height: area.height.saturating_sub(2),
-            ..area
-        };
+    // Everything between the status line and the key line.
+    let body = Rect {
+        y: area.y + 1,
+        height: area.height.saturating_sub(2),
+        ..area
+    };
+    if ui.show_finding {
+        finding::render(frame, body, snap, ui, theme);
+    } else if ui.show_detail {
         detail::render(frame, body, snap, ui, theme);
     }
     if ui.show_help {

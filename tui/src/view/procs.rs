@@ -10,7 +10,11 @@ use ratatui::{
     widgets::{Block, Borders, Cell, Row, Table, TableState},
 };
 
-use super::{Focus, SortKey, Theme, UiState, findings::severity_of, theme::SELECTED_SYMBOL};
+use super::{
+    Focus, SortKey, Theme, UiState,
+    findings::severity_of,
+    theme::{SELECTED_SYMBOL, focus_mark},
+};
 use crate::{
     model::{ProcFigures, ProcRow, Snapshot},
     units,
@@ -529,7 +533,8 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
 
     let focused = ui.focus == Focus::Processes;
     let title = format!(
-        " Processes {}by {}{arrow} {}",
+        "{}Processes {}by {}{arrow} {}",
+        focus_mark(focused),
         if ui.cumulative { "since start " } else { "" },
         ui.sort.label(),
         if rows.is_empty() {

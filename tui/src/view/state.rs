@@ -3,11 +3,12 @@
 
 use crate::model::Dev;
 
-/// The pane that has the keyboard.
+/// The pane that has the keyboard (Tab: processes, findings, disks; Shift-Tab back).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Focus {
     #[default]
     Processes,
+    Findings,
     Disks,
 }
 
@@ -130,6 +131,13 @@ pub struct UiState {
     pub show_help: bool,
     /// The drill-down of the selected process (Enter).
     pub show_detail: bool,
+    /// The findings pane's selection: a line (one finding, or several folded over pids) by
+    /// its identity, so it stays on the same finding as the list reorders.
+    pub selected_finding: Option<super::findings::GroupKey>,
+    /// The selected finding's full text (Enter in the findings pane).
+    pub show_finding: bool,
+    /// Lines scrolled in the finding's full text (j/k while it is open).
+    pub scroll: u16,
     /// Host and kernel, for the status bar.
     pub host: String,
     pub kernel: String,

@@ -478,3 +478,250 @@ fn cgroup_rows_sum_their_members_dirty_pauses_and_calls() {
         Some(worst)
     );
 }
+
+/// An incident's findings, six lines' worth: lab001's small fsyncs and make stuck in D (as in
+/// the demo), fio's tail writes, rsync's sync storm (INFO), a loop of git processes that all
+/// exited (one ended CRIT over three pids and one pack file, to fold) and sysbench's empty
+/// syncs (ended). None of the git pids has a row: they exited.
+fn incident_snapshot() -> Snapshot {
+    use crate::model::findings::{FindingKind, Severity};
+    let mut snap = demo_snapshot();
+    let template = snap
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WriteAmplification)
+        .unwrap()
+        .clone();
+    let now = snap.now_ns;
+    let make = |kind, severity, tgid: u32, comm: &str, file: &str, ago_s: u64, numbers: &str| {
+        let mut f = template.clone();
+        f.kind = kind;
+        f.severity = severity;
+        f.tgid = Some(tgid);
+        f.comm = comm.into();
+        f.files = vec![file.to_string()];
+        f.summary = format!("{comm} (pid {tgid}): {numbers}; file {file}");
+        f.active = ago_s == 0;
+        f.last_seen_ns = now - ago_s * 1_000_000_000;
+        f.first_seen_ns = f.last_seen_ns.min(f.first_seen_ns);
+        f
+    };
+    let pack = "/home/ana/src/linux/.git/objects/pack/tmp_pack_Ab12Cd";
+    let mut findings = vec![];
+    for f in &mut snap.findings {
+        if f.tgid == Some(5689) {
+            f.files = vec!["/srv/lab/lab001.data".into()];
+        }
+        findings.push(f.clone());
+    }
+    findings.extend([
+        make(
+            FindingKind::SubBlockTailWrite,
+            Severity::Warning,
+            6001,
+            "fio",
+            "/mnt/nvme/fio/dio-tail-job.0.0",
+            0,
+            "O_DIRECT writes extending the file end off a 4096-byte block: 20 extra 512-byte writes",
+        ),
+        make(
+            FindingKind::SyncStorm,
+            Severity::Info,
+            6002,
+            "rsync",
+            "/backup/home/ana/photos/2026/IMG_2041.jpg",
+            0,
+            "212 fsyncs in 1.0s, each 4 KiB; 38% of that time waiting in them (p99 2.1ms)",
+        ),
+        make(
+            FindingKind::EmptySyncs,
+            Severity::Warning,
+            6003,
+            "sysbench",
+            "/var/lib/sysbench/test_file.3",
+            6,
+            "3 of 4 fsyncs had nothing to make durable, yet each flushed the disk's cache",
+        ),
+    ]);
+    for (pid, ago) in [(5104, 5), (5162, 4), (5165, 3)] {
+        findings.push(make(
+            FindingKind::WriteAmplification,
+            Severity::Critical,
+            pid,
+            "git",
+            pack,
+            ago,
+            "84x write amplification, fsync after 1.5 KiB writes: 96 of 96 fsyncs made 1.5 KiB durable",
+        ));
+    }
+    snap.findings = findings;
+    snap
+}
+
+const SIZES: [(u16, u16); 4] = [(80, 24), (100, 30), (120, 40), (200, 50)];
+
+fn git_key(snap: &Snapshot) -> findings::GroupKey {
+    findings::groups(snap)
+        .into_iter()
+        .find(|g| g.key.who == "git")
+        .unwrap()
+        .key
+}
+
+/// The file's own name: the part a finding's line must keep.
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+#[test]
+fn findings_pane_focused_at_every_size() {
+    let snap = incident_snapshot();
+    let groups = findings::groups(&snap);
+    assert_eq!(groups.len(), 6, "three git pids fold into one line");
+    let mut ui = ui();
+    ui.focus = Focus::Findings;
+    ui.selected_finding = Some(git_key(&snap));
+    for (width, height) in SIZES {
+        let screen = text(&draw(width, height, &snap, &ui));
+        let rows: Vec<&str> = screen.lines().collect();
+        let title = rows
+            .iter()
+            .position(|l| l.starts_with("▸ Findings: 4 active, 2 ended"))
+            .unwrap_or_else(|| panic!("{width}x{height}: no focused title:\n{screen}"));
+        // The pane's lines: after its title, each a mark (`▶` or a space) and a severity.
+        let shown: Vec<&str> = rows[title + 1..]
+            .iter()
+            .take_while(|l| {
+                l.strip_prefix('▶')
+                    .or_else(|| l.strip_prefix(' '))
+                    .is_some_and(|r| {
+                        ["‼ CRIT ", "! WARN ", "i INFO "]
+                            .iter()
+                            .any(|p| r.starts_with(p))
+                    })
+            })
+            .copied()
+            .collect();
+        assert!(!shown.is_empty(), "{width}x{height}:\n{screen}");
+        let hidden = groups.len() - shown.len();
+        assert_eq!(
+            rows[title].contains(&format!("+{hidden} more")),
+            hidden > 0,
+            "{width}x{height}: {hidden} hidden:\n{screen}"
+        );
+        assert!(
+            shown
+                .iter()
+                .any(|l| l.starts_with("▶‼ CRIT write_amplification git ×3 pids")),
+            "{width}x{height}: the selection is in view and marked:\n{screen}"
+        );
+        // Each line is exactly what the pane laid out for it: nothing drew over it, it
+        // was not cut by the screen's edge, and its file's name is on it.
+        for line in &shown {
+            let group = groups
+                .iter()
+                .find(|g| line.contains(&format!(" {} ", findings::who(g))))
+                .unwrap_or_else(|| panic!("{width}x{height}: whose line is {line:?}?"));
+            let laid_out = findings::line(
+                group,
+                snap.now_ns,
+                usize::from(width) - 1,
+                &Theme::default(),
+            )
+            .to_string();
+            assert_eq!(
+                line.chars().skip(1).collect::<String>().trim_end(),
+                laid_out.trim_end(),
+                "{width}x{height}"
+            );
+            if let Some(file) = group.key.file.as_deref() {
+                assert!(
+                    line.contains(basename(file)),
+                    "{width}x{height}: {file} missing in {line:?}"
+                );
+            }
+        }
+        insta::assert_snapshot!(format!("findings_pane_focused_{width}x{height}"), screen);
+    }
+}
+
+#[test]
+fn an_unfocused_findings_pane_says_how_to_reach_it_and_counts_what_it_hides() {
+    let screen = text(&draw(80, 24, &incident_snapshot(), &ui()));
+    assert!(
+        screen.contains(" Findings: 4 active, 2 ended · +4 more ─ Tab: open one"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("‼ CRIT write_amplification lab001 pid 5689 …/lab/lab001.data")
+            || screen.contains("‼ CRIT write_amplification lab001 pid 5689 /srv/lab/lab001.data"),
+        "at 80 columns the file comes before the numbers:\n{screen}"
+    );
+    assert!(!screen.contains("▸ Findings"), "{screen}");
+}
+
+#[test]
+fn the_focused_pane_is_marked_before_a_row_is_selected() {
+    for (focus, title) in [
+        (Focus::Processes, "▸ Processes by"),
+        (Focus::Disks, "▸ Disks"),
+        (Focus::Findings, "▸ Findings"),
+    ] {
+        let mut ui = ui();
+        ui.focus = focus;
+        let screen = text(&draw(80, 24, &demo_snapshot(), &ui));
+        assert!(screen.contains(title), "{title}:\n{screen}");
+        assert_eq!(
+            screen.matches('▸').count(),
+            1,
+            "one pane has the keys:\n{screen}"
+        );
+    }
+}
+
+#[test]
+fn finding_text_at_every_size() {
+    let snap = incident_snapshot();
+    let mut ui = ui();
+    ui.focus = Focus::Findings;
+    ui.selected_finding = Some(git_key(&snap));
+    ui.show_finding = true;
+    let git = snap.findings.iter().find(|f| f.comm == "git").unwrap();
+    assert!(
+        !snap.procs.iter().any(|p| p.comm == "git"),
+        "the git processes have no rows: they exited"
+    );
+    let first_words = |text: &str| {
+        text.split_whitespace()
+            .take(4)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for (width, height) in SIZES {
+        let screen = text(&draw(width, height, &snap, &ui));
+        for expected in [
+            "‼ CRIT write_amplification git ×3 pids — ended".to_string(),
+            "who      git pids 5104, 5162, 5165".to_string(),
+            format!("file     {}", git.files[0]),
+            format!("why      {}", first_words(&git.why)),
+            format!("fix      {}", first_words(&git.fix)),
+            "seen     ended 3s ago".to_string(),
+        ] {
+            assert!(
+                screen.contains(&expected),
+                "{width}x{height}: {expected:?} missing:\n{screen}"
+            );
+        }
+        // The overlay's frame is whole on every row: no text ran over its borders.
+        let rows: Vec<&str> = screen.lines().collect();
+        for row in &rows[1..rows.len() - 1] {
+            let first = row.chars().next().unwrap();
+            let last = row.chars().last().unwrap();
+            assert!(
+                matches!((first, last), ('┌', '┐') | ('│', '│') | ('└', '┘')),
+                "{width}x{height}: {row:?}"
+            );
+        }
+        insta::assert_snapshot!(format!("finding_text_{width}x{height}"), screen);
+    }
+}

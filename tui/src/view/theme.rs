@@ -15,6 +15,8 @@ pub struct Theme {
     pub queue_bar: Style,
     pub device_bar: Style,
     pub key: Style,
+    /// A file's path (in a finding).
+    pub file: Style,
     /// Heat map cells by shade level (0 empty to 4 busiest); the shade character carries the
     /// level too.
     pub heat: [Style; 5],
@@ -34,6 +36,7 @@ impl Default for Theme {
             queue_bar: Style::new().fg(Color::Magenta),
             device_bar: Style::new().fg(Color::Green),
             key: Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            file: Style::new().fg(Color::Magenta),
             // Gregg's heat maps run from pale to deep as the count grows.
             heat: [
                 Style::new(),
@@ -62,3 +65,8 @@ impl Theme {
 
 /// Marks the selected row, so selection is visible without colour.
 pub const SELECTED_SYMBOL: &str = "▶";
+/// What starts a pane's title: `▸` for the pane with the keyboard, so the focus is visible
+/// without colour and before any row is selected.
+pub fn focus_mark(focused: bool) -> &'static str {
+    if focused { "▸ " } else { " " }
+}
