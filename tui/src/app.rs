@@ -38,6 +38,9 @@ pub struct App {
     pub size: (u16, u16),
     /// Where `w` writes (the current directory when `None`).
     pub capture_dir: Option<std::path::PathBuf>,
+    /// The end (`CLOCK_MONOTONIC` ns) of the last interval before the demo's current step:
+    /// findings of earlier steps are not shown, so each step starts with a clear board.
+    board_since_ns: Option<u64>,
 }
 
 impl App {
@@ -49,12 +52,30 @@ impl App {
             history: History::default(),
             size: (80, 24),
             capture_dir: None,
+            board_since_ns: None,
         }
     }
 
+    /// A demo step began: findings from before it leave the screen (the model still
+    /// keeps them; reports and history are not touched).
+    pub fn clear_board(&mut self) {
+        let newest = self
+            .history
+            .snapshot_back(0)
+            .map_or(self.shown.now_ns, |(s, _)| s.now_ns);
+        self.board_since_ns = Some(newest.max(self.shown.now_ns));
+    }
+
     /// A new interval closed: recorded, and shown unless paused.
-    pub fn update(&mut self, snap: Snapshot) {
+    pub fn update(&mut self, mut snap: Snapshot) {
         self.history.push(&snap, self.ui.selected_pid);
+        if let Some(since) = self.board_since_ns {
+            // A finding of the step before is shown again only if it goes on two intervals
+            // into this one (the interval that straddles the change is not evidence).
+            let settled = since + 2 * snap.interval_ns.max(1);
+            snap.findings
+                .retain(|f| f.first_seen_ns > since || f.last_seen_ns >= settled);
+        }
         if self.ui.paused {
             self.ui.back = self.back_of(self.shown.seq);
         } else {
@@ -409,6 +430,7 @@ pub async fn run_captioned(
             _ = caption_poll.tick(), if captions.is_some() => {
                 let latest = captions.as_ref().and_then(|rx| rx.try_iter().last());
                 if latest.is_some() {
+                    app.clear_board();
                     app.ui.caption = latest;
                     app.draw(guard.terminal())?;
                 }
@@ -699,6 +721,37 @@ mod tests {
         gone.findings.clear();
         app.update(gone);
         assert!(app.ui.show_finding, "the frozen interval still lists it");
+    }
+
+    #[test]
+    fn a_demo_step_starts_with_a_clear_board() {
+        let mut app = app();
+        assert_eq!(app.shown.findings.len(), 2);
+        app.clear_board();
+        let since = app.shown.now_ns;
+        let interval = app.shown.interval_ns.max(1);
+        // The next interval still lists the old step's findings (fading): not shown.
+        let mut next = demo_snapshot();
+        next.seq += 1;
+        next.now_ns = since + interval;
+        for f in &mut next.findings {
+            f.active = false;
+        }
+        app.update(next.clone());
+        assert!(app.shown.findings.is_empty(), "{:?}", app.shown.findings);
+        // A finding new in this step is shown, and an old one that goes on is shown again.
+        next.seq += 1;
+        next.now_ns = since + 3 * interval;
+        next.findings[0].active = true;
+        next.findings[0].last_seen_ns = next.now_ns;
+        let mut fresh = next.findings[1].clone();
+        fresh.first_seen_ns = since + interval / 2;
+        fresh.last_seen_ns = since + interval / 2;
+        fresh.tgid = Some(1);
+        next.findings.push(fresh);
+        app.update(next);
+        let tgids: Vec<Option<u32>> = app.shown.findings.iter().map(|f| f.tgid).collect();
+        assert_eq!(tgids, [Some(5689), Some(1)]);
     }
 
     #[test]
