@@ -323,7 +323,12 @@ impl SyncKind {
     /// Calls that make metadata durable, i.e. may wait for a journal commit
     /// (sync_file_range only writes data pages).
     pub fn commits_journal(self) -> bool {
-        !matches!(
+        !self.is_sync_file_range()
+    }
+
+    /// `sync_file_range` in any of its forms: it writes data pages, commits nothing.
+    pub fn is_sync_file_range(self) -> bool {
+        matches!(
             self,
             Self::SyncFileRange | Self::UringSyncFileRange | Self::SyncFileRangeWrite
         )

@@ -55,6 +55,10 @@ pub(super) struct SyncPeriod {
     /// Settled calls that made nothing durable (nothing written to the fd since its last
     /// sync, or a call without a file).
     empty: u64,
+    /// Settled `sync_file_range` calls since the last settled sync that commits: the write-back
+    /// they started is made durable by the next fsync, whatever its file (git's batch mode
+    /// fsyncs an empty marker file to flush the lot). Kept within the period.
+    writeouts_pending: u64,
     in_sync_write_bytes: u64,
     /// Block size of the filesystem of the most recent call that knew it.
     fs_block_size: u32,
@@ -322,8 +326,12 @@ impl SyncPeriod {
         if !judged(sync.call.kind) {
             // Its writes were the process's own doing, started by the call.
             self.in_sync_write_bytes += sync.own_bytes;
+            if sync.call.kind.is_sync_file_range() {
+                self.writeouts_pending += 1;
+            }
             return;
         }
+        let flushes_writeouts = std::mem::take(&mut self.writeouts_pending) > 0;
         // A directory's payload (its entries) is no write a window counts.
         let measured = sync.call.kind.payload_measured() && !sync.call.dir;
         self.settled.add(
@@ -356,6 +364,10 @@ impl SyncPeriod {
         if sync.call.dir {
             self.dirs.add(sync);
         } else if !measured {
+            self.unmeasured.add(sync);
+        } else if sync.call.window_bytes == 0 && flushes_writeouts {
+            // Nothing of its own, but it makes the write-back started before durable: its
+            // payload is theirs, which no window of its file measures.
             self.unmeasured.add(sync);
         } else if sync.call.window_bytes == 0 {
             self.empty += 1;

@@ -1577,3 +1577,43 @@ fn sync_file_range_per_small_file_is_not_amplification() {
         "{found:?}"
     );
 }
+
+#[test]
+fn git_batch_marker_fsync_is_no_empty_sync() {
+    // git's fsyncMethod=batch: 200 objects each written out with sync_file_range(WRITE),
+    // then one fsync of an empty marker file, which flushes the lot. The marker has nothing
+    // of its own, yet it is what makes the objects durable.
+    let mut s = Stream::new();
+    for batch in 0..40u64 {
+        let t = batch * 25 * MS;
+        for i in 0..200u64 {
+            let at = t + i * 100 * US;
+            s.write_request(42, "git", at + 10 * US, 4096, true, false);
+            s.sync_file(
+                42,
+                SyncKind::SyncFileRangeWrite,
+                at,
+                at + 50 * US,
+                900,
+                1,
+                &format!("/repo/objects/tmp_{batch}_{i}"),
+            );
+        }
+        let marker = t + 20 * MS + 500 * US;
+        s.flush_request(42, "git", marker + 100 * US, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fsync,
+            marker,
+            marker + 2 * MS,
+            0,
+            0,
+            &format!("/repo/objects/bulk_fsync_{batch}"),
+        );
+    }
+    let found = s.findings();
+    assert!(
+        of_kind(&found, FindingKind::EmptySyncs).is_empty(),
+        "{found:?}"
+    );
+}
