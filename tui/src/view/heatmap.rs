@@ -10,7 +10,6 @@
 //! It reads the compact history only (see [`crate::history`]), ending at the interval on
 //! screen, so stepping back while paused moves the map with the rest of the screen.
 
-use iotop_bpf_common::hist::SLOTS;
 use ratatui::{
     Frame,
     layout::Rect,
@@ -20,7 +19,7 @@ use ratatui::{
 };
 
 use super::{
-    Focus, HeatKind, Theme, UiState, disks, procs,
+    Focus, HeatKind, Theme, UiState, buckets, disks, procs,
     trend::{SHADES, Shading, count, sparkline},
 };
 use crate::{
@@ -174,36 +173,6 @@ fn series(frames: &[&HistFrame], subject: &Subject, kind: HeatKind) -> [Series; 
     }
 }
 
-/// Label of a row: the lower bound of its slot (`<X` for a row that also takes everything
-/// below).
-fn row_label(slot: usize, folded: bool) -> String {
-    let us = |slot: usize| 1u64 << slot.min(63);
-    let short = |us: u64| match us {
-        0..1_000 => format!("{us}us"),
-        1_000..1_000_000 => format!("{}ms", us / 1_000),
-        _ => format!("{}s", us / 1_000_000),
-    };
-    if folded {
-        format!("<{}", short(us(slot)))
-    } else if slot == 0 {
-        "<1us".to_string()
-    } else {
-        short(us(slot - 1))
-    }
-}
-
-/// The slots to draw, lowest first: `rows` of them (the pane filled, as Gregg's maps show
-/// the whole range), ending at the highest slot used anywhere in view; when the used range is
-/// taller, the lowest row also counts everything below.
-fn slot_rows(hists: &[Log2Hist], rows: usize) -> Option<(usize, usize)> {
-    let highest = hists
-        .iter()
-        .filter_map(|h| h.slots.iter().rposition(|&n| n > 0))
-        .max()?;
-    let start = (highest + 1).saturating_sub(rows.max(1));
-    Some((start, highest))
-}
-
 /// Seconds as a short offset: `-45s`, `-3m`, `-1h`.
 fn ago(secs: u64) -> String {
     match secs {
@@ -318,33 +287,27 @@ pub fn render(
     }
 
     let rows = usize::from(inner.height) - usize::from(spark_row) - 1;
-    let Some((start, highest)) = slot_rows(&used, rows) else {
+    // The rows span the range observed in view (see `buckets`): from its low percentile to
+    // its maximum, outliers in the top row when the pane is short.
+    let used_refs: Vec<&Log2Hist> = used.iter().collect();
+    let plan = buckets::plan(&used_refs, rows);
+    if plan.is_empty() {
         lines.push(Line::styled(
             "  nothing in view yet for this subject",
             theme.dim,
         ));
         frame.render_widget(Paragraph::new(lines), inner);
         return;
-    };
-    // Counts per (column, row), the lowest row folding everything below it.
-    let cell = |h: &Log2Hist, slot: usize| -> u64 {
-        if slot == start {
-            h.slots[..=slot].iter().sum()
-        } else {
-            h.slots[slot]
-        }
-    };
-    let max = hists
+    }
+    let max = used
         .iter()
-        .flatten()
-        .flat_map(|h| (start..=highest).map(move |s| cell(h, s)))
+        .flat_map(|h| plan.iter().map(move |b| b.count(h)))
         .max()
         .unwrap_or(0);
     let shading = Shading::new(max);
-    let folded = used.iter().any(|h| h.slots[..start].iter().any(|&n| n > 0));
     let pad = columns - hists.len();
-    for slot in (start..=highest.min(SLOTS - 1)).rev() {
-        let label = row_label(slot, folded && slot == start);
+    for bucket in plan.iter().rev() {
+        let label = buckets::floor_label(bucket, &used_refs);
         let mut spans = vec![Span::raw(format!(
             "{label:>w$}│",
             w = usize::from(LABEL_WIDTH)
@@ -354,7 +317,7 @@ pub fn render(
         let mut run = String::new();
         let mut run_level = usize::MAX;
         for h in &hists {
-            let level = h.as_ref().map_or(0, |h| shading.level(cell(h, slot)));
+            let level = h.as_ref().map_or(0, |h| shading.level(bucket.count(h)));
             if level != run_level && !run.is_empty() {
                 spans.push(Span::styled(
                     std::mem::take(&mut run),

@@ -1,5 +1,6 @@
 //! The latency pane: a live biolatency for the selected disk or process, queue time and
-//! device time side by side, with fine-grained percentiles above the log2 bars.
+//! device time side by side, with fine-grained percentiles above the log2 bars. The rows
+//! span the data's range, outliers in the last row (see [`super::buckets`]).
 
 use iotop_bpf_common::hist::SLOTS;
 use ratatui::{
@@ -10,7 +11,11 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph},
 };
 
-use super::{Focus, Theme, UiState, disks, procs};
+use super::{
+    Focus, Theme, UiState,
+    buckets::{self, Bucket},
+    disks, procs,
+};
 use crate::{
     model::{CallFigures, Latency, Log2Hist, Snapshot},
     units,
@@ -109,53 +114,18 @@ pub fn slot_label(slot: usize) -> String {
     }
 }
 
-/// The slots to draw: up to `rows` of them, ending at the highest non-empty slot of either
-/// histogram (the tail is what people look for), starting no lower than the lowest. When the
-/// range does not fit, the first row also counts everything below it (drawn as `<lo`).
-fn slot_window(a: &Log2Hist, b: &Log2Hist, rows: usize) -> std::ops::Range<usize> {
-    let used = |h: &Log2Hist| {
-        let first = h.slots.iter().position(|&n| n > 0)?;
-        let last = h.slots.iter().rposition(|&n| n > 0)?;
-        Some((first, last))
-    };
-    let (first, last) = match (used(a), used(b)) {
-        (Some((f1, l1)), Some((f2, l2))) => (f1.min(f2), l1.max(l2)),
-        (Some(r), None) | (None, Some(r)) => r,
-        (None, None) => return 0..0,
-    };
-    let start = first.max((last + 1).saturating_sub(rows));
-    start..last + 1
-}
-
-fn bars<'a>(
-    hist: &Log2Hist,
-    window: std::ops::Range<usize>,
-    width: u16,
-    style: Style,
-) -> Vec<Line<'a>> {
-    let start = window.start;
-    // The first row folds in every slot below the window.
-    let count = |slot: usize| {
-        if slot == start {
-            hist.slots[..=slot].iter().sum()
-        } else {
-            hist.slots[slot]
-        }
-    };
-    let max = window.clone().map(count).max().unwrap_or(0).max(1);
+/// One side's bars: a row per bucket of `plan` (see [`buckets`]), the slowest at the bottom,
+/// as biolatency prints them.
+fn bars<'a>(hist: &Log2Hist, plan: &[Bucket], width: u16, style: Style) -> Vec<Line<'a>> {
+    let most = plan.iter().map(|b| b.count(hist)).max().unwrap_or(0).max(1);
     let bar_width = usize::from(width.saturating_sub(21));
-    window
-        .map(|slot| {
-            let n = count(slot);
-            let len = usize::try_from(u128::from(n) * bar_width as u128 / u128::from(max))
+    plan.iter()
+        .map(|b| {
+            let n = b.count(hist);
+            let len = usize::try_from(u128::from(n) * bar_width as u128 / u128::from(most))
                 .unwrap_or(bar_width);
             let len = if n > 0 { len.max(1) } else { 0 };
-            let label = if slot == start && slot > 0 && hist.slots[..slot].iter().any(|&n| n > 0) {
-                let (upper, unit) = short_us(1 << slot);
-                format!("<{upper}{unit}")
-            } else {
-                slot_label(slot)
-            };
+            let label = buckets::range_label(b, hist);
             Line::from(vec![
                 Span::raw(format!("{label:>11} {n:>7} ")),
                 Span::styled("█".repeat(len), style),
@@ -214,7 +184,6 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
         Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(inner);
     let header_rows = if s.scheduler.is_some() { 2 } else { 1 };
     let rows = usize::from(inner.height.saturating_sub(header_rows));
-    let window = slot_window(&s.queue_hist, &s.device_hist, rows);
     for (area, label, lat, hist, style) in [
         (left, "queue", s.queue, &s.queue_hist, theme.queue_bar),
         (right, "device", s.device, &s.device_hist, theme.device_bar),
@@ -242,7 +211,9 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
                 Line::styled("(D2C)", theme.dim)
             });
         }
-        lines.extend(bars(hist, window.clone(), area.width, style));
+        // Each side's rows span its own range: queue time is often octaves below device time.
+        let plan = buckets::plan(&[hist], rows);
+        lines.extend(bars(hist, &plan, area.width, style));
         frame.render_widget(Paragraph::new(lines), area);
     }
 }
@@ -260,19 +231,5 @@ mod tests {
         assert_eq!(slot_label(11), "1-2ms");
         assert_eq!(slot_label(20), "524ms-1s");
         assert_eq!(slot_label(SLOTS - 1), ">=1073s");
-    }
-
-    #[test]
-    fn the_window_keeps_the_tail() {
-        let mut a = Log2Hist::default();
-        let mut b = Log2Hist::default();
-        a.slots[2] = 5;
-        b.slots[12] = 1;
-        assert_eq!(slot_window(&a, &b, 20), 2..13);
-        assert_eq!(slot_window(&a, &b, 4), 9..13);
-        assert_eq!(
-            slot_window(&Log2Hist::default(), &Log2Hist::default(), 4),
-            0..0
-        );
     }
 }

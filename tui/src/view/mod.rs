@@ -13,6 +13,7 @@
 //! └ keys / filter prompt / degraded notes                                ┘
 //! ```
 
+pub mod buckets;
 pub mod detail;
 pub mod disks;
 pub mod dstate;
@@ -79,8 +80,10 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
     let spare = area
         .height
         .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + finding_rows + dstate_rows + 1);
+    // Compact, it still gets four rows of bars (under its title and the queue/device line):
+    // fewer cannot show a range of more than two octaves.
     let latency_base = if compact && finding_rows + dstate_rows > 0 {
-        5
+        6
     } else {
         (area.height / 3).clamp(7, 16)
     };

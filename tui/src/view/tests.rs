@@ -725,3 +725,122 @@ fn finding_text_at_every_size() {
         insta::assert_snapshot!(format!("finding_text_{width}x{height}"), screen);
     }
 }
+
+/// The demo with loop0's interval latencies set: queue time 1-4 us, device time spread over
+/// `device` (slot, count) pairs.
+fn latency_spread(device: &[(usize, u64)]) -> (Snapshot, UiState) {
+    let mut snap = demo_snapshot();
+    let loop0 = snap
+        .disks
+        .iter_mut()
+        .find(|d| d.dev == Dev::new(7, 0))
+        .unwrap();
+    let mut queue = crate::model::Log2Hist::default();
+    queue.slots[1] = 900;
+    queue.slots[2] = 100;
+    let mut dev = crate::model::Log2Hist::default();
+    for &(slot, n) in device {
+        dev.slots[slot] = n;
+    }
+    loop0.interval.queue_hist = queue;
+    loop0.interval.device_hist = dev;
+    let mut ui = ui();
+    ui.focus = Focus::Disks;
+    ui.selected_disk = Some(Dev::new(7, 0));
+    (snap, ui)
+}
+
+/// 10 us (slot 4) to 2 ms (slot 11).
+const TEN_US_TO_TWO_MS: [(usize, u64); 8] = [
+    (4, 100),
+    (5, 300),
+    (6, 500),
+    (7, 400),
+    (8, 300),
+    (9, 200),
+    (10, 100),
+    (11, 50),
+];
+
+/// The device side's bar rows of the latency pane: (label, count).
+fn device_rows(screen: &str) -> Vec<(String, u64)> {
+    let mut rows = Vec::new();
+    let mut in_pane = false;
+    for line in screen.lines() {
+        if line.contains(" Latency disk loop0") {
+            in_pane = true;
+            continue;
+        }
+        if !in_pane {
+            continue;
+        }
+        let right: String = line.chars().skip(line.chars().count() / 2).collect();
+        let mut words = right.split_whitespace();
+        if let (Some(label), Some(n)) = (words.next(), words.next())
+            && let Ok(n) = n.parse::<u64>()
+        {
+            rows.push((label.to_string(), n));
+        }
+    }
+    rows
+}
+
+#[test]
+fn a_latency_range_of_ten_microseconds_to_two_milliseconds_reads_at_80x24() {
+    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
+    let screen = text(&draw(80, 24, &snap, &ui));
+    let rows = device_rows(&screen);
+    let filled = rows.iter().filter(|(_, n)| *n > 0).count();
+    assert!(filled >= 4, "{rows:?}\n{screen}");
+    assert_eq!(rows.iter().map(|(_, n)| n).sum::<u64>(), 1950, "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn a_latency_range_of_ten_microseconds_to_two_milliseconds_reads_at_120x40() {
+    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
+    let screen = text(&draw(120, 40, &snap, &ui));
+    let rows = device_rows(&screen);
+    let filled = rows.iter().filter(|(_, n)| *n > 0).count();
+    // Tall enough for one row a slot.
+    assert!(filled >= 8, "{rows:?}\n{screen}");
+    assert_eq!(rows.iter().map(|(_, n)| n).sum::<u64>(), 1950, "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn one_huge_outlier_takes_the_last_row_and_leaves_the_rest_apart() {
+    let mut device = TEN_US_TO_TWO_MS.to_vec();
+    // One request of 65 ms.
+    device.push((17, 1));
+    let (snap, ui) = latency_spread(&device);
+    let screen = text(&draw(80, 24, &snap, &ui));
+    let rows = device_rows(&screen);
+    let filled = rows.iter().filter(|(_, n)| *n > 0).count();
+    assert!(filled >= 4, "{rows:?}\n{screen}");
+    let (last, n) = rows.last().unwrap();
+    assert!(last.starts_with('≥'), "{rows:?}\n{screen}");
+    // The outlier is counted with the slowest of the body, not with everything.
+    assert!(*n < 1951 / 2, "{rows:?}\n{screen}");
+    assert!(rows[0].1 < 1951 / 2, "{rows:?}\n{screen}");
+}
+
+#[test]
+fn latency_labels_stay_between_two_similar_intervals() {
+    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
+    // The next second: a few more of each, and fewer of the slowest.
+    let next: Vec<(usize, u64)> = TEN_US_TO_TWO_MS
+        .iter()
+        .map(|&(slot, n)| (slot, if slot == 11 { 30 } else { n + n / 8 }))
+        .collect();
+    let (next_snap, _) = latency_spread(&next);
+    let labels = |snap: &Snapshot| -> Vec<String> {
+        device_rows(&text(&draw(80, 24, snap, &ui)))
+            .into_iter()
+            .map(|(label, _)| label)
+            .collect()
+    };
+    let (a, b) = (labels(&snap), labels(&next_snap));
+    assert!(a.len() >= 4, "{a:?}");
+    assert_eq!(a, b);
+}
