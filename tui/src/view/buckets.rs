@@ -5,14 +5,18 @@
 //!   below (labelled `<X` when there is any), so a few fast requests do not push the body off
 //!   the pane.
 //! - Rows are `k` consecutive slots each, `k` the smallest that fits the body (1st to 99.9th
-//!   percentile) in the rows there are; they are laid from the low slot up, so a row's slots,
-//!   hence its label, depend only on the low slot and `k`, not on the maximum.
+//!   percentile) in the rows there are, on a fixed grid (a row starts at a multiple of `k`),
+//!   so a row's slots, hence its label, depend only on `k`: not on the maximum, nor on the
+//!   low percentile moving within a row.
 //! - When the rows do not reach the maximum, the last row summarises the outliers: it counts
 //!   everything from its first slot up (labelled `≥X`). An outlier thus takes one row at the
 //!   slow end rather than folding the body into the first.
 //!
-//! So the labels stay while the low percentile and the body's octave span do; a new maximum
-//! at most changes the last row. A body over more than two octaves gets at least
+//! - When the rows do not fill the pane, the bottom row starts at the low slot and rows are
+//!   halved from the bottom up while there are rows to spare.
+//!
+//! So the labels stay while the body's octave span does; a new maximum at most changes the
+//! last row. A body over more than two octaves gets at least
 //! `min(rows, 4)` rows.
 
 use iotop_bpf_common::hist::SLOTS;
@@ -88,11 +92,17 @@ pub fn plan(hists: &[&Log2Hist], rows: usize) -> Vec<Bucket> {
     };
     let lo = quantile_slot(&merged, total, LOW);
     let body = quantile_slot(&merged, total, HIGH).max(lo);
-    let k = (body - lo + 1).div_ceil(rows).max(1);
-    let needed = (top - lo) / k + 1;
+    // Rows of `k` slots on a grid of multiples of `k` (octave boundaries that do not move
+    // with the low percentile), `k` the smallest that fits the body.
+    let mut k = (body - lo + 1).div_ceil(rows).max(1);
+    while body / k - lo / k + 1 > rows {
+        k += 1;
+    }
+    let start = lo / k * k;
+    let needed = (top - start) / k + 1;
     let row = |j: usize| Bucket {
-        lo: lo + j * k,
-        hi: (lo + j * k + k - 1).min(SLOTS - 1),
+        lo: start + j * k,
+        hi: (start + j * k + k - 1).min(SLOTS - 1),
         below: j == 0,
         above: false,
     };
@@ -101,6 +111,28 @@ pub fn plan(hists: &[&Log2Hist], rows: usize) -> Vec<Bucket> {
         // The outliers: everything from the last row up.
         if let Some(last) = out.last_mut() {
             last.above = true;
+        }
+    } else if out.len() < rows && k > 1 {
+        // Rows to spare: the bottom row starts at the low slot (not below it, where there is
+        // little), and the rows are halved from the bottom up while they fit.
+        out[0].lo = lo.min(out[0].hi);
+        let mut i = 0;
+        while out.len() < rows && i < out.len() {
+            let b = out[i];
+            if b.hi > b.lo {
+                let mid = b.lo + (b.hi - b.lo).div_ceil(2);
+                out[i].hi = mid - 1;
+                out.insert(
+                    i + 1,
+                    Bucket {
+                        lo: mid,
+                        below: false,
+                        ..b
+                    },
+                );
+            } else {
+                i += 1;
+            }
         }
     }
     out
@@ -249,6 +281,37 @@ mod tests {
         let (lb, lc) = (labels(&b, 4), labels(&c, 4));
         assert_eq!(lb[..3], lc[..3]);
         assert_eq!(lc[3], "≥512us");
+    }
+
+    #[test]
+    fn labels_stay_when_the_low_percentile_moves_within_a_row() {
+        // 16 us to 2 ms, then 8 us to 2 ms: the same rows (of two slots), the first counting
+        // more.
+        let a = hist(&[
+            (5, 100),
+            (6, 500),
+            (7, 400),
+            (8, 300),
+            (9, 200),
+            (10, 100),
+            (11, 50),
+        ]);
+        let mut b = a;
+        b.slots[4] = 200;
+        assert_eq!(labels(&a, 4), labels(&b, 4));
+        assert_eq!(labels(&a, 4)[0], "8-32us");
+        assert_eq!(plan(&[&b], 4)[0].count(&b), 300);
+    }
+
+    #[test]
+    fn spare_rows_split_the_rows_there_are() {
+        // 16 us to 512 us (five slots) in four rows: one slot a row, then two.
+        let h = hist(&[(5, 200), (6, 200), (7, 200), (9, 250)]);
+        assert_eq!(
+            labels(&h, 4),
+            ["16-32us", "32-64us", "64-128us", "128-512us"]
+        );
+        assert_eq!(labels(&h, 3), ["8-32us", "32-128us", "128-512us"]);
     }
 
     #[test]
