@@ -844,3 +844,38 @@ fn latency_labels_stay_between_two_similar_intervals() {
     assert!(a.len() >= 4, "{a:?}");
     assert_eq!(a, b);
 }
+
+#[test]
+fn the_heat_map_rows_come_from_the_observed_range() {
+    let history = demo_history();
+    let snap = history.snapshot(INTERVALS).unwrap().clone();
+    let mut ui = history_ui();
+    ui.show_heatmap = true;
+    ui.focus = Focus::Disks;
+    ui.selected_disk = Some(Dev::new(7, 0));
+    for (width, height) in [(80, 24), (120, 40)] {
+        let screen = text(&draw_with(width, height, &snap, &history, &ui));
+        let rows: Vec<&str> = screen
+            .lines()
+            .filter(|l| l.contains('│') && !l.trim_start().starts_with('│'))
+            .filter(|l| l.split('│').next().is_some_and(|s| !s.trim().is_empty()))
+            .collect();
+        let lit = rows
+            .iter()
+            .filter(|l| l.chars().any(|c| "░▒▓█".contains(c)))
+            .count();
+        // loop0's device time spans several octaves (microseconds to milliseconds) in view:
+        // no row under 1 us (the pane is not filled down from the maximum), and at least
+        // three lit rows even at 80x24 (three rows is all it has there).
+        assert!(lit >= 3, "{width}x{height}: {rows:?}\n{screen}");
+        assert!(
+            !rows
+                .iter()
+                .any(|l| l.contains("<1us│") || l.contains(" 1us│")),
+            "{screen}"
+        );
+        if height >= 40 {
+            assert!(lit >= 4, "{rows:?}\n{screen}");
+        }
+    }
+}
