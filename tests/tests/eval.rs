@@ -3,8 +3,9 @@
 //! figures (device bytes and requests, sync calls, logical writes, amplification, direct I/O
 //! zeroing) must be within 2x of their oracles (/proc/diskstats, strace, the filesystem's
 //! geometry). A cell listed in its workload's `known_miss_on` is shown with why and does not
-//! fail the run. The table goes to `target/eval/corpus.md` (and into the README); `cargo xtask
-//! eval` prints it. `IOTOP_BPF_EVAL_FILTER=a,b` runs the workloads whose names contain `a` or
+//! fail the run. The table goes to `target/eval/corpus.md` (a run of it is in
+//! docs/findings.md); `cargo xtask eval` prints it. `IOTOP_BPF_EVAL_FILTER=a,b` runs the
+//! workloads whose names contain `a` or
 //! `b`; `IOTOP_BPF_EVAL_KEEP=DIR` keeps each run's JSON, process tree and strace log.
 
 use iotop_bpf_integration::{eval, require_root};
