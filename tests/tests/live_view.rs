@@ -16,20 +16,30 @@ struct Tmux {
 impl Tmux {
     fn start(name: &str, command: &str) -> Self {
         let session = format!("iotop-bpf-{name}-{}", std::process::id());
-        sh(
-            "tmux",
-            &[
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                "80",
-                "-y",
-                "24",
-                command,
-            ],
-        );
+        let args = [
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "80",
+            "-y",
+            "24",
+            command,
+        ];
+        // The previous test's server may still be exiting (its last session just ended):
+        // a new client then gets "server exited unexpectedly". Wait and try again.
+        for _ in 0..10 {
+            let out = std::process::Command::new("tmux")
+                .args(args)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return Self { session };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        sh("tmux", &args);
         Self { session }
     }
 

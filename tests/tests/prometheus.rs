@@ -346,7 +346,11 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
             "--rw=randrw",
             "--bs=4k",
             "--size=16M",
-            "--io_size=8M",
+            // Two seconds, four intervals of `serve -d 0.5`: a comm's series starts the
+            // interval after it joins the top (that one goes to "other"), so a fio done
+            // within one interval would have no bytes of its own.
+            "--time_based",
+            "--runtime=2",
             "--direct=1",
             "--ioengine=psync",
             "--fsync=32",
