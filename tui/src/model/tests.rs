@@ -402,6 +402,36 @@ fn a_process_that_only_writes_to_the_page_cache_has_a_row_even_after_it_exits() 
     );
 }
 
+/// An fsync of `file` by a single-threaded process, one write of `window` bytes before it.
+fn fsync_call(
+    tgid: u32,
+    comm: &str,
+    start_ns: u64,
+    end_ns: u64,
+    window: u64,
+    file: &str,
+) -> SyncCall {
+    SyncCall {
+        tgid,
+        tid: tgid,
+        comm: Comm::new(comm),
+        kind: SyncKind::Fsync,
+        fd: Some(3),
+        start_ns,
+        end_ns,
+        ret: 0,
+        window_bytes: window,
+        window_writes: 1,
+        file: FileRef::Path(file.into()),
+        dev: Some(LOOP0),
+        fs_block_size: 4096,
+        fs_dev: None,
+        ino: 0,
+        name: String::new(),
+        dir: false,
+    }
+}
+
 #[test]
 fn exited_processes_are_reported_once_then_forgotten() {
     let mut model = Aggregator::new(Settings::default(), 0);
@@ -429,25 +459,14 @@ fn an_exited_process_waiting_for_its_sync_to_settle_has_a_row_only_when_it_does(
     let mut w = io(7, "short", LOOP0, Op::Write, 4096, 880 * MS, 0, US);
     w.flags = iotop_bpf_common::block::FLAG_IN_SYNC;
     model.ingest(&w);
-    model.ingest_sync(&SyncCall {
-        tgid: 7,
-        tid: 7,
-        comm: Comm::new("short"),
-        kind: SyncKind::Fsync,
-        fd: Some(3),
-        start_ns: 870 * MS,
-        end_ns: 900 * MS,
-        ret: 0,
-        window_bytes: 4096,
-        window_writes: 1,
-        file: FileRef::Path("/tmp/short".into()),
-        dev: Some(LOOP0),
-        fs_block_size: 4096,
-        fs_dev: None,
-        ino: 0,
-        name: String::new(),
-        dir: false,
-    });
+    model.ingest_sync(&fsync_call(
+        7,
+        "short",
+        870 * MS,
+        900 * MS,
+        4096,
+        "/tmp/short",
+    ));
     model.apply(&Input::Exit(ProcessExit {
         tgid: 7,
         ts_ns: 910 * MS,
@@ -503,25 +522,14 @@ fn thirty_thousand_short_lived_processes_leave_nothing_behind() {
                 0,
                 20 * US,
             ));
-            model.ingest_sync(&SyncCall {
+            model.ingest_sync(&fsync_call(
                 tgid,
-                tid: tgid,
-                comm: Comm::new("job"),
-                kind: SyncKind::Fsync,
-                fd: Some(3),
-                start_ns: t,
-                end_ns: t + 25 * US,
-                ret: 0,
-                window_bytes: 100,
-                window_writes: 1,
-                file: FileRef::Path(format!("/tmp/job-{tgid}")),
-                dev: Some(LOOP0),
-                fs_block_size: 4096,
-                fs_dev: None,
-                ino: 0,
-                name: String::new(),
-                dir: false,
-            });
+                "job",
+                t,
+                t + 25 * US,
+                100,
+                &format!("/tmp/job-{tgid}"),
+            ));
             model.apply(&Input::Exit(ProcessExit {
                 tgid,
                 ts_ns: t + 28 * US,

@@ -785,27 +785,31 @@ fn device_rows(screen: &str) -> Vec<(String, u64)> {
     rows
 }
 
+/// The 10 us-2 ms spread at `width`x`height`: at least `rows` non-empty device rows, every
+/// request counted once.
+fn ten_us_to_two_ms_reads(width: u16, height: u16, rows: usize) -> String {
+    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
+    let screen = text(&draw(width, height, &snap, &ui));
+    let counted = device_rows(&screen);
+    let filled = counted.iter().filter(|(_, n)| *n > 0).count();
+    assert!(filled >= rows, "{counted:?}\n{screen}");
+    assert_eq!(
+        counted.iter().map(|(_, n)| n).sum::<u64>(),
+        1950,
+        "{screen}"
+    );
+    screen
+}
+
 #[test]
 fn a_latency_range_of_ten_microseconds_to_two_milliseconds_reads_at_80x24() {
-    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
-    let screen = text(&draw(80, 24, &snap, &ui));
-    let rows = device_rows(&screen);
-    let filled = rows.iter().filter(|(_, n)| *n > 0).count();
-    assert!(filled >= 4, "{rows:?}\n{screen}");
-    assert_eq!(rows.iter().map(|(_, n)| n).sum::<u64>(), 1950, "{screen}");
-    insta::assert_snapshot!(screen);
+    insta::assert_snapshot!(ten_us_to_two_ms_reads(80, 24, 4));
 }
 
 #[test]
 fn a_latency_range_of_ten_microseconds_to_two_milliseconds_reads_at_120x40() {
-    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
-    let screen = text(&draw(120, 40, &snap, &ui));
-    let rows = device_rows(&screen);
-    let filled = rows.iter().filter(|(_, n)| *n > 0).count();
     // Tall enough for one row a slot.
-    assert!(filled >= 8, "{rows:?}\n{screen}");
-    assert_eq!(rows.iter().map(|(_, n)| n).sum::<u64>(), 1950, "{screen}");
-    insta::assert_snapshot!(screen);
+    insta::assert_snapshot!(ten_us_to_two_ms_reads(120, 40, 8));
 }
 
 #[test]

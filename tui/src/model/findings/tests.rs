@@ -102,7 +102,34 @@ impl Stream {
         writes: u64,
         file: &str,
     ) {
+        let call = self.call_on(tgid, kind, start_ns, end_ns, file);
         self.model.ingest_sync(&SyncCall {
+            window_bytes,
+            window_writes: writes,
+            ..call
+        });
+    }
+
+    /// A directory's fsync (the names of new files made durable): no payload of its own.
+    fn sync_dir(&mut self, tgid: u32, kind: SyncKind, start_ns: u64, end_ns: u64, dir: &str) {
+        let call = self.call_on(tgid, kind, start_ns, end_ns, dir);
+        self.model.ingest_sync(&SyncCall {
+            fd: Some(4),
+            dir: true,
+            ..call
+        });
+    }
+
+    /// A sync call of `tgid` on `file`, nothing written before it.
+    fn call_on(
+        &self,
+        tgid: u32,
+        kind: SyncKind,
+        start_ns: u64,
+        end_ns: u64,
+        file: &str,
+    ) -> SyncCall {
+        SyncCall {
             tgid,
             tid: tgid,
             comm: Comm::new("lab001"),
@@ -111,8 +138,8 @@ impl Stream {
             start_ns,
             end_ns,
             ret: 0,
-            window_bytes,
-            window_writes: writes,
+            window_bytes: 0,
+            window_writes: 0,
             file: FileRef::Path(file.into()),
             dev: Some(DISK),
             fs_block_size: self.block,
@@ -120,30 +147,7 @@ impl Stream {
             ino: 0,
             name: String::new(),
             dir: false,
-        });
-    }
-
-    /// A directory's fsync (the names of new files made durable): no payload of its own.
-    fn sync_dir(&mut self, tgid: u32, kind: SyncKind, start_ns: u64, end_ns: u64, dir: &str) {
-        self.model.ingest_sync(&SyncCall {
-            tgid,
-            tid: tgid,
-            comm: Comm::new("lab001"),
-            kind,
-            fd: Some(4),
-            start_ns,
-            end_ns,
-            ret: 0,
-            window_bytes: 0,
-            window_writes: 0,
-            file: FileRef::Path(dir.into()),
-            dev: Some(DISK),
-            fs_block_size: self.block,
-            fs_dev: None,
-            ino: 0,
-            name: String::new(),
-            dir: true,
-        });
+        }
     }
 
     fn logical(&mut self, tgid: u32, bytes: u64) {
@@ -1277,25 +1281,7 @@ fn a_directory_fsync_after_each_message_is_no_empty_sync() {
         // The directory's block, written by its fsync.
         s.write_request(42, "lab001", start + 20 * US, 4096, true, false);
         s.flush_request(42, "lab001", start + 50 * US, true, false);
-        s.model.ingest_sync(&SyncCall {
-            tgid: 42,
-            tid: 42,
-            comm: Comm::new("lab001"),
-            kind: SyncKind::Fsync,
-            fd: Some(4),
-            start_ns: start,
-            end_ns: start + 300 * US,
-            ret: 0,
-            window_bytes: 0,
-            window_writes: 0,
-            file: FileRef::Path("/mnt/m/new".into()),
-            dev: Some(DISK),
-            fs_block_size: s.block,
-            fs_dev: None,
-            ino: 0,
-            name: String::new(),
-            dir: true,
-        });
+        s.sync_dir(42, SyncKind::Fsync, start, start + 300 * US, "/mnt/m/new");
     }
     let found = s.findings();
     assert!(
