@@ -34,8 +34,8 @@ pub use procs::Settings;
 pub use snapshot::{
     CallDisk, CallFigures, CallLatency, DStateEpisodeRow, DStateTask, DioFigures, DirtyFigures,
     DiskFigures, DiskRow, EventStats, HostFigures, Latency, Party, ProcDeviceRow, ProcFigures,
-    ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, WaitFigures, Waits,
-    wait_site,
+    ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, SyncedFiles,
+    WaitFigures, Waits, wait_site,
 };
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device

@@ -383,7 +383,11 @@ pub struct SyncPopulation {
     pub payload_writes: u64,
     /// Cache flushes the calls issued, or a kernel thread issued for them.
     pub flushes: u64,
+    /// Device writes the calls' threads made themselves, including `ahead_bytes`.
     pub own_bytes: u64,
+    /// Of `own_bytes`, those the process's `sync_file_range` calls wrote out of the same
+    /// files before the calls (dpkg, git's batch mode): the data the calls made durable.
+    pub ahead_bytes: u64,
     pub charged_bytes: u64,
     pub min_payload: u64,
     pub max_payload: u64,
@@ -417,6 +421,18 @@ impl SyncPopulation {
     pub fn mean_charged(&self) -> u64 {
         self.charged_bytes.checked_div(self.calls).unwrap_or(0)
     }
+}
+
+/// The files some sync calls synced, bounded: the most synced, how many calls went to
+/// others, and the latest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncedFiles {
+    /// (path, calls), most synced first.
+    pub top: Vec<(String, u64)>,
+    /// Calls on files beyond `top` (0: those are all of them).
+    pub elsewhere: u64,
+    /// The files of the latest calls, two at most, distinct, newest first.
+    pub recent: Vec<String>,
 }
 
 /// A process's sync calls over some period.
@@ -458,6 +474,9 @@ pub struct SyncFigures {
     pub files_elsewhere: u64,
     /// The files of the latest calls, two at most, distinct, newest first.
     pub files_recent: Vec<String>,
+    /// The files of the calls settled in the period (judged ones: not `sync_file_range`):
+    /// what a finding judged on settled calls names.
+    pub settled_files: SyncedFiles,
     /// The files of the small settled calls, most first.
     pub small_files: Vec<(String, u64)>,
     /// Small settled calls on files beyond `small_files` (0: those are all of them).

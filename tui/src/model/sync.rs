@@ -8,7 +8,7 @@ use super::{
     Comm, Dev, SyncCall, SyncKind,
     hist::Histogram,
     ledger::{Charge, SettledSync},
-    snapshot::{Latency, Party, SyncFigures, SyncPopulation},
+    snapshot::{Latency, Party, SyncFigures, SyncPopulation, SyncedFiles},
 };
 
 /// Synced files remembered per period (the most synced).
@@ -33,6 +33,8 @@ pub(super) struct SyncPeriod {
     settled_kinds: BTreeMap<SyncKind, u64>,
     /// The files synced, most synced first.
     files: FileTally,
+    /// The files the judged settled calls synced (what findings on settled calls name).
+    settled_files: FileTally,
     /// The files the small settled calls synced (the ones the amplification is about).
     small_files: FileTally,
     /// The files the empty settled calls synced.
@@ -228,6 +230,7 @@ impl SyncPopulation {
         self.payload_writes += sync.call.window_writes;
         self.flushes += sync.own_flushes + sync.charged_flushes;
         self.own_bytes += sync.own_bytes;
+        self.ahead_bytes += sync.ahead_bytes;
         self.charged_bytes += sync.charged_bytes;
         self.max_payload = self.max_payload.max(payload);
         self.min_payload = if self.calls == 1 {
@@ -254,6 +257,7 @@ impl SyncPopulation {
         self.payload_writes += other.payload_writes;
         self.flushes += other.flushes;
         self.own_bytes += other.own_bytes;
+        self.ahead_bytes += other.ahead_bytes;
         self.charged_bytes += other.charged_bytes;
         self.max_payload = self.max_payload.max(other.max_payload);
         if other.fs_block_size != 0 {
@@ -347,6 +351,9 @@ impl SyncPeriod {
             },
         );
         *self.settled_kinds.entry(sync.call.kind).or_default() += 1;
+        if let Some(name) = sync.call.file.name() {
+            self.settled_files.add(&name, 1);
+        }
         if sync.call.fs_block_size != 0 {
             self.fs_block_size = sync.call.fs_block_size;
         }
@@ -360,7 +367,8 @@ impl SyncPeriod {
                 self.add_disk(dev, 1);
             }
         }
-        self.in_sync_write_bytes += sync.own_bytes;
+        // What was written ahead counted when its sync_file_range settled.
+        self.in_sync_write_bytes += sync.own_bytes - sync.ahead_bytes;
         if sync.call.dir {
             self.dirs.add(sync);
         } else if !measured {
@@ -410,6 +418,7 @@ impl SyncPeriod {
             *self.settled_kinds.entry(kind).or_default() += n;
         }
         self.files.merge(&other.files);
+        self.settled_files.merge(&other.settled_files);
         self.small_files.merge(&other.small_files);
         for &(dev, n) in &other.disks {
             self.add_disk(dev, n);
@@ -459,6 +468,11 @@ impl SyncPeriod {
             files: self.files.top.clone(),
             files_elsewhere: self.files.elsewhere,
             files_recent: self.files.recent.clone(),
+            settled_files: SyncedFiles {
+                top: self.settled_files.top.clone(),
+                elsewhere: self.settled_files.elsewhere,
+                recent: self.settled_files.recent.clone(),
+            },
             small_files: self.small_files.top.clone(),
             small_files_elsewhere: self.small_files.elsewhere,
             small_files_recent: self.small_files.recent.clone(),

@@ -526,7 +526,10 @@ pub struct SyncCost {
 pub struct Population {
     pub calls: u64,
     pub payload_bytes: u64,
+    /// Device writes of the calls' threads, with `ahead_bytes`.
     pub own_bytes: u64,
+    /// Of `own_bytes`, what `sync_file_range` wrote out of the same files before the calls.
+    pub ahead_bytes: u64,
     pub charged_bytes: u64,
     pub amplification: f64,
     pub fs_block_size: u32,
@@ -538,6 +541,7 @@ impl From<&SyncPopulation> for Population {
             calls: p.calls,
             payload_bytes: p.payload_bytes,
             own_bytes: p.own_bytes,
+            ahead_bytes: p.ahead_bytes,
             charged_bytes: p.charged_bytes,
             amplification: round2(p.amplification().unwrap_or(0.0)),
             fs_block_size: p.fs_block_size,

@@ -79,18 +79,20 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     )
     .of_process(proc);
     finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
-    finding.files = s.files.iter().map(|(path, _)| path.clone()).collect();
-    let files = match s.files.as_slice() {
+    // The files of the calls judged (settled in the interval, made up to `SETTLE_NS` before).
+    let synced = &s.settled_files;
+    finding.files = synced.top.iter().map(|(path, _)| path.clone()).collect();
+    let files = match synced.top.as_slice() {
         [] => String::new(),
         [(one, _)] => format!(" on {one}"),
         // More files than are kept, each synced a few times at most: a recent one says what
         // kind they are (an installer's new files), the most synced may be the odd one.
-        [(first, a), ..] if s.files_elsewhere > 0 => {
+        [(first, a), ..] if synced.elsewhere > 0 => {
             let many = format!(
                 " on {} files or more, the most synced {first} ({a}x)",
-                s.files.len() + 1
+                synced.top.len() + 1
             );
-            match s.files_recent.iter().find(|r| *r != first) {
+            match synced.recent.iter().find(|r| *r != first) {
                 Some(other) => {
                     if !finding.files.contains(other) {
                         finding.files.insert(0, other.clone());
@@ -168,10 +170,14 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     finding.why = "every sync waits for the device (and a journal commit and cache flush); \
                    synced a few KiB at a time, the waiting dominates the work"
         .to_string();
-    finding.fix =
+    finding.fix = if synced.elsewhere > 0 {
+        // Many files, each synced a few times at most: an installer, an unpacker.
+        super::write_amplification::MANY_FILES_FIX.to_string()
+    } else {
         "make each sync carry more: group rows into transactions (SQLite: BEGIN..COMMIT, \
-                   or journal_mode=WAL with synchronous=NORMAL), batch records per fsync, or \
-                   move the file to a faster device"
-            .to_string();
+         or journal_mode=WAL with synchronous=NORMAL), batch records per fsync, or move the \
+         file to a faster device"
+            .to_string()
+    };
     Some(finding)
 }

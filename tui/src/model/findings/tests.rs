@@ -551,6 +551,56 @@ fn a_burst_is_judged_when_it_settles_after_the_process_exited() {
 }
 
 #[test]
+fn a_storm_judged_in_the_next_interval_names_the_files_it_judged() {
+    // dpkg: 100 small files fsynced at the end of one interval settle in the next, where it
+    // syncs only its database: the finding judges the 100 and must name theirs.
+    let mut s = Stream::new();
+    for i in 0..100u64 {
+        let t = 900 * MS + i * MS;
+        let file = format!("/root/usr/lib/pkg/mod{i}.py.dpkg-new");
+        s.write_request(42, "dpkg", t + 100 * US, 8192, true, false);
+        s.sync_file(42, SyncKind::Fsync, t, t + 800 * US, 2048, 1, &file);
+    }
+    let first = s.model.tick(&KernelSample {
+        now_ns: 1_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    assert!(
+        of_kind(&first.findings, FindingKind::SyncStorm).is_empty(),
+        "not settled yet"
+    );
+    for i in 0..3u64 {
+        let t = 1_100 * MS + i * MS;
+        s.sync_file(
+            42,
+            SyncKind::Fsync,
+            t,
+            t + 800 * US,
+            2048,
+            1,
+            "/root/var/lib/dpkg/status",
+        );
+    }
+    let second = s.model.tick(&KernelSample {
+        now_ns: 2_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    let storm = of_kind(&second.findings, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{:?}", second.findings);
+    assert!(
+        storm[0].summary.contains("on 9 files or more") && storm[0].summary.contains(".dpkg-new"),
+        "{}",
+        storm[0].summary
+    );
+    assert_eq!(
+        storm[0].fix,
+        crate::model::findings::write_amplification::MANY_FILES_FIX
+    );
+}
+
+#[test]
 fn a_batched_writer_is_not_a_storm() {
     // The same inserts, 1000 rows per transaction, as SQLite does it: ~13 KiB of journal,
     // the directory, the journal header, ~53 KiB of database per commit. The process still

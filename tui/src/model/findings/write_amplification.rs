@@ -39,6 +39,12 @@ pub const MIN_SMALL_SHARE: f64 = 0.5;
 pub const MIN_AMPLIFICATION: f64 = 4.0;
 /// From here on it is critical.
 pub const CRITICAL_AMPLIFICATION: f64 = 32.0;
+/// The remedy for many files synced one by one (an installer): one sync for them all, or none
+/// where no file must survive a crash on its own.
+pub const MANY_FILES_FIX: &str = "sync the files together, not one by one: write them all, \
+    then one syncfs (or fsync them in a row after it); where a single file need not survive a \
+    crash (a chroot, an image or container build) skip per-file syncs (dpkg --force-unsafe-io, \
+    eatmydata)";
 
 #[expect(clippy::cast_precision_loss, reason = "ratios for thresholds")]
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
@@ -182,7 +188,11 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     finding.why = format!(
         "each {kind} of less than a {block}-byte filesystem block still writes a whole block{extra}"
     );
-    finding.fix = if s.kind_is_write() {
+    finding.fix = if s.small_files_elsewhere > 0 {
+        // More files than are kept, each synced a few times at most: an installer or an
+        // unpacker syncing file by file; more records per sync is not the remedy.
+        MANY_FILES_FIX.to_string()
+    } else if s.kind_is_write() {
         format!(
             "open the file without {}: write records in batches and fdatasync once per batch \
              (group commit), write whole blocks, or preallocate the file",
@@ -211,12 +221,22 @@ fn describe(kind: &str, small: &SyncPopulation, large: &SyncPopulation, journal:
             format!("~{}", quantity::bytes(p.mean_payload()))
         }
     };
+    // Data written out before the call by sync_file_range is still the call's to make durable.
+    let ahead = small.ahead_bytes.checked_div(small.calls).unwrap_or(0);
+    let own = if ahead > 0 {
+        format!(
+            "{} own, {} of it written out before by sync_file_range,",
+            quantity::bytes(small.mean_own()),
+            quantity::bytes(ahead)
+        )
+    } else {
+        format!("{} own", quantity::bytes(small.mean_own()))
+    };
     let mut text = format!(
-        "{} of {all} {kind}s made {} durable at {} ({} own + {} by {journal} each)",
+        "{} of {all} {kind}s made {} durable at {} ({own} + {} by {journal} each)",
         small.calls,
         payload(small),
         quantity::times(small.amplification().unwrap_or(0.0)),
-        quantity::bytes(small.mean_own()),
         quantity::bytes(small.mean_charged()),
     );
     if large.calls > 0 {

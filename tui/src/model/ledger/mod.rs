@@ -15,6 +15,11 @@
 //!   progress when the request was created, on a file on D (or on an unknown disk), split
 //!   evenly when several calls overlap (group commit). A write is settled [`GRACE_NS`] after
 //!   it completed, so the records of calls still in progress then have arrived.
+//! - **Written ahead**: `sync_file_range` starts a file's write-back and commits nothing (dpkg
+//!   and git's batch mode call it on each file, then fsync later). The device writes it made
+//!   itself are part of what the file's next committing sync makes durable, so they are
+//!   carried, by process and file (inode), to that sync's own writes: a small file's fsync
+//!   costs its data block even though the block went out before the call.
 //! - A call is settled [`SETTLE_NS`] after it ended, once every write that could be charged to
 //!   it has been: its [`SettledSync`] carries the whole cost of that one call.
 //!
@@ -44,6 +49,20 @@ const MAX_THREADS_WITH_OWN_WRITES: usize = 16_384;
 const OWN_WRITES_EXPIRE_NS: u64 = 10_000_000_000;
 /// Counterparties kept per sync call.
 const MAX_CHARGED_BY: usize = 4;
+/// Files whose write-out waits for their next committing sync, and for how long: an installer
+/// starts the write-back of every file of a package, then fsyncs them one by one.
+const MAX_FILES_WRITTEN_AHEAD: usize = 16_384;
+const WRITTEN_AHEAD_EXPIRE_NS: u64 = 60_000_000_000;
+
+/// A file of a process, as the kernel named it during a call: (tgid, filesystem, inode).
+type FileKey = (u32, Dev, u64);
+
+/// What a process's `sync_file_range` calls wrote out of one file, not yet made durable.
+#[derive(Clone, Copy, Debug)]
+struct WrittenAhead {
+    bytes: u64,
+    last_ns: u64,
+}
 
 #[derive(Clone, Debug)]
 struct PendingWrite {
@@ -181,8 +200,11 @@ pub struct Charge {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SettledSync {
     pub call: SyncCall,
-    /// Bytes of write requests the calling thread created inside the call.
+    /// Bytes of write requests the calling thread created inside the call, and those the
+    /// process's `sync_file_range` calls wrote out of the same file before it.
     pub own_bytes: u64,
+    /// Of `own_bytes`, those written out ahead of the call by `sync_file_range`.
+    pub ahead_bytes: u64,
     /// Cache flushes the calling thread issued inside the call (the flush a clean file's
     /// fsync still costs is one).
     pub own_flushes: u64,
@@ -211,6 +233,10 @@ pub struct SyncLedger {
     open: Vec<SettledSync>,
     /// The longest call seen: how far back from a write's creation an open call may start.
     longest_ns: u64,
+    /// Files written out by `sync_file_range`, waiting for the sync that makes them durable.
+    ahead: FastMap<FileKey, WrittenAhead>,
+    /// The files of `ahead` in the order they were first written out (for eviction).
+    ahead_order: VecDeque<FileKey>,
 }
 
 impl SyncLedger {
@@ -277,6 +303,7 @@ impl SyncLedger {
             SettledSync {
                 call: call.clone(),
                 own_bytes,
+                ahead_bytes: 0,
                 own_flushes: 0,
                 charged_bytes: 0,
                 charged_flushes: 0,
@@ -315,12 +342,62 @@ impl SyncLedger {
                 .partition(|s| all || s.call.end_ns.saturating_add(SETTLE_NS) <= now_ns);
         self.open = open;
         settled.sort_by_key(|s| (s.call.end_ns, s.call.tid));
+        // In the order they ended: a file's write-out comes before the sync that waits for it.
         for sync in &mut settled {
             (sync.own_bytes, sync.own_flushes) = self.claim_own(&sync.call);
+            self.carry_written_ahead(sync);
         }
         let horizon = now_ns.saturating_sub(OWN_WRITES_EXPIRE_NS);
         self.own.retain(|_, w| !all && w.last_ns >= horizon);
+        let horizon = now_ns.saturating_sub(WRITTEN_AHEAD_EXPIRE_NS);
+        self.ahead.retain(|_, a| !all && a.last_ns >= horizon);
+        if self.ahead.is_empty() {
+            self.ahead_order.clear();
+        }
         (settled, charges)
+    }
+
+    /// A `sync_file_range` leaves what it wrote of its file for the file's next committing
+    /// sync of the same process, which takes it into its own writes.
+    fn carry_written_ahead(&mut self, sync: &mut SettledSync) {
+        let call = &sync.call;
+        let (Some(fs_dev), ino) = (call.fs_dev, call.ino) else {
+            return;
+        };
+        if ino == 0 {
+            return;
+        }
+        let key = (call.tgid, fs_dev, ino);
+        if call.kind.is_sync_file_range() {
+            if sync.own_bytes == 0 {
+                return;
+            }
+            if !self.ahead.contains_key(&key) {
+                // The file first written out longest ago makes room (keys whose sync came
+                // are stale in the queue and only skipped).
+                while self.ahead.len() >= MAX_FILES_WRITTEN_AHEAD
+                    && let Some(oldest) = self.ahead_order.pop_front()
+                {
+                    self.ahead.remove(&oldest);
+                }
+                if self.ahead_order.len() >= 2 * MAX_FILES_WRITTEN_AHEAD {
+                    let live = &self.ahead;
+                    self.ahead_order.retain(|k| live.contains_key(k));
+                }
+                self.ahead_order.push_back(key);
+            }
+            let entry = self.ahead.entry(key).or_insert(WrittenAhead {
+                bytes: 0,
+                last_ns: 0,
+            });
+            entry.bytes = entry.bytes.saturating_add(sync.own_bytes);
+            entry.last_ns = entry.last_ns.max(call.end_ns);
+        } else if call.kind.commits_journal()
+            && let Some(ahead) = self.ahead.remove(&key)
+        {
+            sync.ahead_bytes = ahead.bytes;
+            sync.own_bytes = sync.own_bytes.saturating_add(ahead.bytes);
+        }
     }
 
     /// The bytes and flushes of the thread's own writes created during `call`.
@@ -398,220 +475,4 @@ fn add_party(parties: &mut Vec<(u32, Comm, u64)>, tgid: u32, comm: Comm, bytes: 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{FileRef, SyncKind};
-
-    const MS: u64 = 1_000_000;
-    const LOOP0: Dev = Dev::new(7, 0);
-
-    fn write(
-        tgid: u32,
-        comm: &str,
-        at_ms: u64,
-        bytes: u32,
-        kthread: bool,
-        in_sync: bool,
-    ) -> BlockIo {
-        BlockIo {
-            dev: LOOP0,
-            sector: 0,
-            bytes,
-            op: Op::Write,
-            flags: if in_sync {
-                iotop_bpf_common::block::FLAG_IN_SYNC
-            } else {
-                0
-            },
-            tgid,
-            tid: tgid,
-            comm: Comm::new(comm),
-            created_ns: at_ms * MS,
-            issued_ns: at_ms * MS,
-            completed_ns: at_ms * MS + MS,
-            error: 0,
-            kernel_thread: kthread,
-            cgroup: 0,
-            dirtier: None,
-        }
-    }
-
-    fn journal_write(at_ms: u64, bytes: u32) -> BlockIo {
-        write(300, "jbd2/loop0-8", at_ms, bytes, true, false)
-    }
-
-    fn fsync(tgid: u32, from_ms: u64, to_ms: u64, dev: Option<Dev>) -> SyncCall {
-        SyncCall {
-            tgid,
-            tid: tgid,
-            comm: Comm::new("lab001"),
-            kind: SyncKind::Fsync,
-            fd: Some(3),
-            start_ns: from_ms * MS,
-            end_ns: to_ms * MS,
-            ret: 0,
-            window_bytes: 128,
-            window_writes: 1,
-            file: FileRef::Path("/data/log".into()),
-            dev,
-            fs_block_size: 4096,
-            fs_dev: None,
-            ino: 0,
-            name: String::new(),
-            dir: false,
-        }
-    }
-
-    #[test]
-    fn one_call_gets_its_own_writes_and_the_journal_it_waited_for() {
-        let mut ledger = SyncLedger::default();
-        ledger.note_write(&write(42, "lab001", 6, 4096, false, true));
-        ledger.note_write(&journal_write(10, 8192));
-        ledger.note_sync(&fsync(42, 5, 20, Some(LOOP0)));
-        let (settled, charges) = ledger.settle(200 * MS, false);
-        assert!(
-            settled.is_empty() && charges.is_empty(),
-            "still within the grace period"
-        );
-        assert!(ledger.has_open(42));
-        let (settled, charges) = ledger.settle(2_000 * MS, false);
-        assert_eq!(settled.len(), 1);
-        assert_eq!(
-            (settled[0].own_bytes, settled[0].charged_bytes),
-            (4096, 8192)
-        );
-        assert_eq!(settled[0].charged_by[0].0, 300);
-        assert_eq!(
-            (charges[0].from_tgid, charges[0].to_tgid, charges[0].bytes),
-            (300, 42, 8192)
-        );
-        assert!(!ledger.has_open(42));
-        let (settled, charges) = ledger.settle(3_000 * MS, false);
-        assert!(settled.is_empty() && charges.is_empty(), "settled once");
-    }
-
-    #[test]
-    fn group_commit_splits_the_bytes_among_the_calls() {
-        let mut ledger = SyncLedger::default();
-        ledger.note_write(&journal_write(10, 12_289));
-        ledger.note_sync(&fsync(1, 5, 20, Some(LOOP0)));
-        ledger.note_sync(&fsync(2, 8, 30, None));
-        ledger.note_sync(&fsync(3, 9, 15, Some(LOOP0)));
-        let (settled, charges) = ledger.settle(0, true);
-        let total: u64 = settled.iter().map(|s| s.charged_bytes).sum();
-        assert_eq!(total, 12_289, "nothing lost to rounding");
-        assert_eq!(charges.iter().map(|c| c.bytes).sum::<u64>(), 12_289);
-        assert!(settled.iter().all(|s| s.charged_bytes >= 4_096));
-    }
-
-    #[test]
-    fn other_disks_other_times_data_only_calls_and_user_writes_are_not_charged() {
-        let mut ledger = SyncLedger::default();
-        ledger.note_write(&journal_write(10, 4096));
-        ledger.note_sync(&fsync(1, 11, 20, Some(LOOP0))); // began after the write was created
-        ledger.note_sync(&fsync(2, 5, 20, Some(Dev::new(8, 0)))); // another disk
-        let mut range = fsync(3, 5, 20, Some(LOOP0));
-        range.kind = SyncKind::SyncFileRange;
-        ledger.note_sync(&range);
-        ledger.note_write(&write(9, "dd", 10, 4096, false, false));
-        let (settled, charges) = ledger.settle(0, true);
-        assert!(charges.is_empty());
-        assert!(settled.iter().all(|s| s.device_bytes() == 0));
-    }
-
-    #[test]
-    fn own_writes_belong_to_the_thread_that_made_them() {
-        let mut ledger = SyncLedger::default();
-        ledger.note_write(&write(42, "lab001", 6, 4096, false, true));
-        ledger.note_write(&write(43, "other", 6, 8192, false, true));
-        ledger.note_sync(&fsync(42, 5, 20, Some(LOOP0)));
-        let (settled, _) = ledger.settle(0, true);
-        assert_eq!(settled[0].own_bytes, 4096);
-    }
-
-    #[test]
-    fn a_long_call_far_back_is_still_found() {
-        let mut ledger = SyncLedger::default();
-        ledger.note_sync(&fsync(1, 0, 10_000, Some(LOOP0)));
-        for t in 1..50u32 {
-            let at = 9_000 + u64::from(t);
-            ledger.note_sync(&fsync(100 + t, at, at, Some(LOOP0)));
-        }
-        ledger.note_write(&journal_write(5_000, 4096));
-        let (settled, _) = ledger.settle(0, true);
-        let long = settled.iter().find(|s| s.call.tgid == 1).unwrap();
-        assert_eq!(long.charged_bytes, 4096);
-    }
-
-    #[test]
-    fn a_fast_syncer_gets_its_own_writes_whatever_the_settling_lag() {
-        // An O_DSYNC logger on XFS: ~20,000 syncs a second by one thread, each writing a
-        // data block and a log block itself. Calls settle `SETTLE_NS` after they end, at the
-        // interval's tick, so over a second of its own writes wait for their calls: every
-        // call must still get exactly its two (the figure must not depend on how many wait).
-        let mut ledger = SyncLedger::default();
-        let mut settled = Vec::new();
-        let mut next_tick = 500 * MS;
-        for i in 0..60_000u64 {
-            let start = i * 50_000;
-            if start >= next_tick {
-                settled.extend(ledger.settle(next_tick, false).0);
-                next_tick += 500 * MS;
-            }
-            let mut data = write(42, "python3", 0, 4096, false, true);
-            data.created_ns = start + 5_000;
-            let mut log = data;
-            log.created_ns = start + 20_000;
-            ledger.note_write(&data);
-            ledger.note_write(&log);
-            let mut call = fsync(42, 0, 0, Some(LOOP0));
-            (call.start_ns, call.end_ns) = (start, start + 40_000);
-            ledger.note_sync(&call);
-        }
-        settled.extend(ledger.settle(next_tick + 1_000 * MS, true).0);
-        assert_eq!(settled.len(), 60_000);
-        let wrong: Vec<(u64, u64)> = settled
-            .iter()
-            .filter(|s| s.own_bytes != 8192)
-            .map(|s| (s.call.start_ns, s.own_bytes))
-            .take(5)
-            .collect();
-        assert!(
-            wrong.is_empty(),
-            "calls with the wrong own bytes: {wrong:?}"
-        );
-    }
-
-    #[test]
-    fn a_write_completing_after_its_call_returned_is_still_its_own() {
-        // sync_file_range(WRITE) returns before its write completes: the write's record comes
-        // after the call's, and after the thread's next call's; it is the first call's.
-        let mut ledger = SyncLedger::default();
-        let mut first = fsync(42, 10, 11, Some(LOOP0));
-        first.kind = SyncKind::SyncFileRangeWrite;
-        ledger.note_sync(&first);
-        let next = fsync(42, 20, 21, Some(LOOP0));
-        ledger.note_write(&write(42, "git", 21, 512, false, true)); // the next call's
-        ledger.note_sync(&next);
-        ledger.note_write(&write(42, "git", 10, 4096, false, true)); // late: the first's
-        let (settled, _) = ledger.settle(0, true);
-        let own: Vec<u64> = settled.iter().map(|s| s.own_bytes).collect();
-        assert_eq!(own, vec![4096, 512]);
-    }
-
-    #[test]
-    fn waiting_state_is_bounded() {
-        let mut ledger = SyncLedger::default();
-        for i in 0..(MAX_PENDING_WRITES as u64 + 10) {
-            ledger.note_write(&journal_write(i, 512));
-        }
-        assert_eq!(ledger.pending.len(), MAX_PENDING_WRITES);
-        for tid in 0..(MAX_THREADS_WITH_OWN_WRITES as u32 + 10) {
-            ledger.note_write(&write(tid + 1, "x", 1, 512, false, true));
-        }
-        assert!(ledger.own.len() <= MAX_THREADS_WITH_OWN_WRITES);
-        // Threads whose sync record never came are forgotten with time.
-        ledger.settle(60_000 * MS, false);
-        assert!(ledger.own.is_empty());
-    }
-}
+mod tests;
