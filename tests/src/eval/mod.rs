@@ -106,6 +106,13 @@ pub enum Check {
     /// start); `filefrag -v` of the files after the run shows which extents are still
     /// unwritten.
     Zeroing,
+    /// The device bytes per small sync call (less than a block made durable: JSON
+    /// `sync_cost.small` own + charged bytes over calls, summed over the run) against one
+    /// filesystem block plus an even share, over the committing syncs strace saw (fsync,
+    /// fdatasync), of what the device wrote beyond the files' data (diskstats, less each file
+    /// written on the filesystem rounded up to whole blocks, from strace): what a small file
+    /// synced on its own costs, its block and its share of the journal (an installer).
+    SmallSyncCost,
 }
 
 /// Most workloads: syncs and logical writes against strace.
@@ -137,7 +144,7 @@ pub struct Workload {
     /// Kinds tolerated on one filesystem only (btrfs' log tree costs what ext4's fdatasync of
     /// an overwrite does not).
     pub tolerate_on: &'static [(Fs, &'static str)],
-    /// A file name the expected findings must name ("" for none).
+    /// A file name the expected findings must name ("" for none); `a|b`: either.
     pub file: &'static str,
     /// Magnitudes checked against oracles beyond the device's (see [`Check`]).
     pub checks: &'static [Check],

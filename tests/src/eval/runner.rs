@@ -286,6 +286,9 @@ pub(super) struct Figures {
     pub(super) logical_write_bytes: u64,
     /// `amplification` of each `write_amplification` finding of the workload's processes.
     pub(super) amplification: Vec<f64>,
+    /// Small sync calls settled (`sync_cost.small`) and their device bytes (own + charged).
+    pub(super) small_syncs: u64,
+    pub(super) small_sync_device_bytes: u64,
     pub(super) zeroing_writes: u64,
     pub(super) zeroed_bytes: u64,
     /// The same from the `sub_block_tail_write` findings' evidence, summed over intervals.
@@ -321,6 +324,9 @@ impl Figures {
                 for (kind, count) in p["sync_kinds"].as_object().into_iter().flatten() {
                     *f.kinds.entry(kind.clone()).or_default() += count.as_u64().unwrap_or(0);
                 }
+                let small = &p["sync_cost"]["small"];
+                f.small_syncs += n(small, "calls");
+                f.small_sync_device_bytes += n(small, "own_bytes") + n(small, "charged_bytes");
                 let dio = &p["direct_io"];
                 f.zeroing_writes += n(dio, "zeroing_writes");
                 f.zeroed_bytes += n(dio, "zeroed_tail_bytes")

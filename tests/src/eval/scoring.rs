@@ -110,6 +110,31 @@ pub(super) fn magnitudes(
             },
         });
     }
+    if w.checks.contains(&Check::SmallSyncCost) {
+        let block = u64::from(fs.block);
+        let beyond_data = device_bytes.saturating_sub(trace.fs_data_blocks_bytes(block));
+        let oracle = block
+            + beyond_data
+                .checked_div(trace.committing_syncs())
+                .unwrap_or(0);
+        let mut cost = m(
+            "device bytes per small sync".into(),
+            Unit::Bytes,
+            tool.small_sync_device_bytes
+                .checked_div(tool.small_syncs)
+                .unwrap_or(0),
+            oracle,
+            "block + (diskstats - data) / syncs",
+        );
+        cost.judged = tool.small_syncs > 0;
+        cost.note = format!(
+            "{} small syncs; {} beyond the files' data over {} committing syncs",
+            tool.small_syncs,
+            bytes(float(beyond_data)),
+            trace.committing_syncs()
+        );
+        out.push(cost);
+    }
     if w.checks.contains(&Check::Zeroing) {
         // btrfs takes no direct write that is not aligned to its sector size: it falls back
         // to buffered I/O, and nothing is zeroed.
@@ -245,7 +270,7 @@ pub(super) fn score(
     let unnamed = raised
         .iter()
         .filter(|(k, _)| expect.iter().any(|group| group.contains(&k.as_str())))
-        .find(|(_, summary)| !summary.contains(w.file))
+        .find(|(_, summary)| !w.file.split('|').any(|name| summary.contains(name)))
         .map(|(k, _)| k.clone());
     Cell {
         workload: w.name,

@@ -19,6 +19,9 @@ pub(super) struct Trace {
     pub(super) direct_writes: Vec<(String, u64, u64)>,
     /// Every process (thread) id in the log.
     pub(super) pids: BTreeSet<u32>,
+    /// The size each file written on the filesystem reached, by path (a file renamed
+    /// keeps its first name; one rewritten under its name counts its last size).
+    pub(super) fs_file_sizes: BTreeMap<String, u64>,
 }
 
 /// What an open said about a path.
@@ -164,6 +167,7 @@ impl Trace {
                     file.pos = offset + ret;
                 }
                 file.size = file.size.max(offset + ret);
+                self.fs_file_sizes.insert(path.clone(), file.size);
                 let flags_dsync = name == "pwritev2" && args.contains("RWF_DSYNC");
                 let flags_sync = name == "pwritev2" && args.contains("RWF_SYNC");
                 if file.direct && ret > 0 {
@@ -189,6 +193,22 @@ impl Trace {
             *kinds.entry("sync_file_range".to_string()).or_default() += n;
         }
         kinds
+    }
+
+    /// Data the files written on the filesystem hold, each rounded up to whole blocks.
+    pub(super) fn fs_data_blocks_bytes(&self, block: u64) -> u64 {
+        self.fs_file_sizes
+            .values()
+            .map(|size| size.div_ceil(block) * block)
+            .sum()
+    }
+
+    /// Calls that commit the journal: fsync and fdatasync (directories' included).
+    pub(super) fn committing_syncs(&self) -> u64 {
+        ["fsync", "fdatasync", "O_DSYNC write", "O_SYNC write"]
+            .iter()
+            .filter_map(|k| self.kinds.get(*k))
+            .sum()
     }
 
     pub(super) fn direct_files(&self) -> BTreeSet<&str> {
