@@ -223,8 +223,7 @@ impl Parties {
 }
 
 impl SyncPopulation {
-    fn add(&mut self, sync: &SettledSync) {
-        let payload = sync.call.window_bytes;
+    fn add(&mut self, sync: &SettledSync, payload: u64) {
         self.calls += 1;
         self.payload_bytes += payload;
         self.payload_writes += sync.call.window_writes;
@@ -338,18 +337,21 @@ impl SyncPeriod {
         let flushes_writeouts = std::mem::take(&mut self.writeouts_pending) > 0;
         // A directory's payload (its entries) is no write a window counts.
         let measured = sync.call.kind.payload_measured() && !sync.call.dir;
-        self.settled.add(
-            &sync.call,
-            if sync.call.dir {
-                // A name made durable is no data: its cost (the log tree's on btrfs) must not
-                // pass for payload and make a storm of tiny commits look like big ones.
-                0
-            } else if measured {
-                sync.call.window_bytes
-            } else {
-                sync.own_bytes
-            },
-        );
+        // A commit with nothing of its own that made the write-outs of sync_file_range
+        // durable (git's batch flush): those are its payload.
+        let flushed_ahead = measured && sync.call.window_bytes == 0 && sync.ahead_bytes > 0;
+        let payload = if sync.call.dir {
+            // A name made durable is no data: its cost (the log tree's on btrfs) must not
+            // pass for payload and make a storm of tiny commits look like big ones.
+            0
+        } else if flushed_ahead {
+            sync.ahead_bytes
+        } else if measured {
+            sync.call.window_bytes
+        } else {
+            sync.own_bytes
+        };
+        self.settled.add(&sync.call, payload);
         *self.settled_kinds.entry(sync.call.kind).or_default() += 1;
         if let Some(name) = sync.call.file.name() {
             self.settled_files.add(&name, 1);
@@ -370,13 +372,20 @@ impl SyncPeriod {
         // What was written ahead counted when its sync_file_range settled.
         self.in_sync_write_bytes += sync.own_bytes - sync.ahead_bytes;
         if sync.call.dir {
-            self.dirs.add(sync);
+            self.dirs.add(sync, payload);
         } else if !measured {
-            self.unmeasured.add(sync);
+            self.unmeasured.add(sync, sync.call.window_bytes);
+        } else if flushed_ahead {
+            if payload < u64::from(sync.call.fs_block_size) {
+                self.small.add(sync, payload);
+            } else {
+                self.large.add(sync, payload);
+            }
         } else if sync.call.window_bytes == 0 && flushes_writeouts {
-            // Nothing of its own, but it makes the write-back started before durable: its
-            // payload is theirs, which no window of its file measures.
-            self.unmeasured.add(sync);
+            // Nothing of its own, but it makes the write-back started before durable (of
+            // files the probes did not name): its payload is theirs, which no window of its
+            // file measures.
+            self.unmeasured.add(sync, 0);
         } else if sync.call.window_bytes == 0 {
             self.empty += 1;
             self.empty_flushes += sync.own_flushes + sync.charged_flushes;
@@ -384,12 +393,12 @@ impl SyncPeriod {
                 self.empty_files.add(&name, 1);
             }
         } else if is_small(&sync.call) {
-            self.small.add(sync);
+            self.small.add(sync, payload);
             if let Some(name) = sync.call.file.name() {
                 self.small_files.add(&name, 1);
             }
         } else {
-            self.large.add(sync);
+            self.large.add(sync, payload);
         }
     }
 

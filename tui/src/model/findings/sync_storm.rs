@@ -111,7 +111,8 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             }
         ),
     };
-    // Mostly io_uring syncs: their payload is what they wrote themselves.
+    // Mostly calls whose payload is not measured (io_uring, or a flush of write-back started
+    // before on files the probes could not name): their payload is what they wrote themselves.
     let unmeasured = s.unmeasured.calls * 2 > settled;
     finding.summary = format!(
         "{} (pid {}): {} {}s in {}{files}, each {} ~{}{}; {:.0}% of that time waiting in them (p99 {})",
@@ -123,7 +124,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         if unmeasured { "writing" } else { "making" },
         quantity::bytes(typical),
         if unmeasured {
-            " itself (payload not measured for io_uring)"
+            " itself (payload not measured: io_uring, or write-back started before)"
         } else {
             " durable"
         },
@@ -155,7 +156,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             "payload",
             Evidence::Text(
                 if unmeasured {
-                    "own device writes (io_uring: not measured)"
+                    "own device writes (not measured: io_uring, or write-back started before)"
                 } else {
                     "measured"
                 }

@@ -30,7 +30,10 @@
 //! Time is the model's: writes and calls carry kernel timestamps, settling happens at the
 //! samples' `now_ns`, so a replay settles exactly as the live run did.
 
+mod ahead;
+
 use super::FastMap;
+use ahead::WrittenAhead;
 use std::collections::VecDeque;
 
 use super::{BlockIo, Comm, Dev, Op, SyncCall};
@@ -49,21 +52,6 @@ const MAX_THREADS_WITH_OWN_WRITES: usize = 16_384;
 const OWN_WRITES_EXPIRE_NS: u64 = 10_000_000_000;
 /// Counterparties kept per sync call.
 const MAX_CHARGED_BY: usize = 4;
-/// Files whose write-out waits for their next committing sync, and for how long: an installer
-/// starts the write-back of every file of a package, then fsyncs them one by one.
-const MAX_FILES_WRITTEN_AHEAD: usize = 16_384;
-const WRITTEN_AHEAD_EXPIRE_NS: u64 = 60_000_000_000;
-
-/// A file of a process, as the kernel named it during a call: (tgid, filesystem, inode).
-type FileKey = (u32, Dev, u64);
-
-/// What a process's `sync_file_range` calls wrote out of one file, not yet made durable.
-#[derive(Clone, Copy, Debug)]
-struct WrittenAhead {
-    bytes: u64,
-    last_ns: u64,
-}
-
 #[derive(Clone, Debug)]
 struct PendingWrite {
     tgid: u32,
@@ -234,9 +222,7 @@ pub struct SyncLedger {
     /// The longest call seen: how far back from a write's creation an open call may start.
     longest_ns: u64,
     /// Files written out by `sync_file_range`, waiting for the sync that makes them durable.
-    ahead: FastMap<FileKey, WrittenAhead>,
-    /// The files of `ahead` in the order they were first written out (for eviction).
-    ahead_order: VecDeque<FileKey>,
+    ahead: WrittenAhead,
 }
 
 impl SyncLedger {
@@ -349,55 +335,41 @@ impl SyncLedger {
         }
         let horizon = now_ns.saturating_sub(OWN_WRITES_EXPIRE_NS);
         self.own.retain(|_, w| !all && w.last_ns >= horizon);
-        let horizon = now_ns.saturating_sub(WRITTEN_AHEAD_EXPIRE_NS);
-        self.ahead.retain(|_, a| !all && a.last_ns >= horizon);
-        if self.ahead.is_empty() {
-            self.ahead_order.clear();
-        }
+        self.ahead.expire(if all {
+            u64::MAX
+        } else {
+            now_ns.saturating_sub(ahead::EXPIRE_NS)
+        });
         (settled, charges)
     }
 
-    /// A `sync_file_range` leaves what it wrote of its file for the file's next committing
-    /// sync of the same process, which takes it into its own writes.
+    /// A `sync_file_range` leaves what it wrote of its file for the next committing sync of
+    /// the same process that makes it durable, which takes it into its own writes: the
+    /// file's own fsync, or a commit with nothing of its own to make durable (a batch flush:
+    /// it makes every file written out before durable).
     fn carry_written_ahead(&mut self, sync: &mut SettledSync) {
         let call = &sync.call;
-        let (Some(fs_dev), ino) = (call.fs_dev, call.ino) else {
-            return;
-        };
-        if ino == 0 {
-            return;
-        }
-        let key = (call.tgid, fs_dev, ino);
+        let file = call
+            .fs_dev
+            .filter(|_| call.ino != 0)
+            .map(|dev| (call.tgid, dev, call.ino));
         if call.kind.is_sync_file_range() {
-            if sync.own_bytes == 0 {
-                return;
+            if let Some(key) = file
+                && sync.own_bytes > 0
+            {
+                self.ahead.add(key, sync.own_bytes, call.end_ns);
             }
-            if !self.ahead.contains_key(&key) {
-                // The file first written out longest ago makes room (keys whose sync came
-                // are stale in the queue and only skipped).
-                while self.ahead.len() >= MAX_FILES_WRITTEN_AHEAD
-                    && let Some(oldest) = self.ahead_order.pop_front()
-                {
-                    self.ahead.remove(&oldest);
-                }
-                if self.ahead_order.len() >= 2 * MAX_FILES_WRITTEN_AHEAD {
-                    let live = &self.ahead;
-                    self.ahead_order.retain(|k| live.contains_key(k));
-                }
-                self.ahead_order.push_back(key);
-            }
-            let entry = self.ahead.entry(key).or_insert(WrittenAhead {
-                bytes: 0,
-                last_ns: 0,
-            });
-            entry.bytes = entry.bytes.saturating_add(sync.own_bytes);
-            entry.last_ns = entry.last_ns.max(call.end_ns);
-        } else if call.kind.commits_journal()
-            && let Some(ahead) = self.ahead.remove(&key)
-        {
-            sync.ahead_bytes = ahead.bytes;
-            sync.own_bytes = sync.own_bytes.saturating_add(ahead.bytes);
+            return;
         }
+        if !call.kind.commits_journal() || call.dir {
+            return;
+        }
+        let mut ahead = file.map_or(0, |key| self.ahead.take_file(key));
+        if ahead == 0 && call.window_bytes == 0 {
+            ahead = self.ahead.take_process(call.tgid);
+        }
+        sync.ahead_bytes = ahead;
+        sync.own_bytes = sync.own_bytes.saturating_add(ahead);
     }
 
     /// The bytes and flushes of the thread's own writes created during `call`.

@@ -259,9 +259,36 @@ fn what_sync_file_range_wrote_out_is_the_files_next_fsyncs_own() {
 }
 
 #[test]
-fn files_written_out_and_never_synced_are_bounded_and_expire() {
+fn a_commit_with_nothing_of_its_own_makes_every_write_out_durable() {
+    // git's batch mode: 200 objects written out, then one fsync of an empty marker file:
+    // that commit makes them all durable, so their write-outs are its cost (and payload).
     let mut ledger = SyncLedger::default();
-    for ino in 1..=(MAX_FILES_WRITTEN_AHEAD as u64 + 100) {
+    for ino in 1..=200u64 {
+        let at = ino;
+        let mut start = on_file(fsync(42, at, at, Some(LOOP0)), ino);
+        start.kind = SyncKind::SyncFileRangeWrite;
+        ledger.note_sync(&start);
+        let mut w = write(42, "git", 0, 4096, false, true);
+        w.created_ns = at * MS;
+        ledger.note_write(&w);
+    }
+    let mut marker = on_file(fsync(42, 300, 301, Some(LOOP0)), 1_000);
+    marker.window_bytes = 0;
+    ledger.note_sync(&marker);
+    let (settled, _) = ledger.settle(0, true);
+    let flush = settled.iter().find(|c| c.call.ino == 1_000).unwrap();
+    assert_eq!(
+        (flush.ahead_bytes, flush.own_bytes),
+        (200 * 4096, 200 * 4096)
+    );
+    assert_eq!(ledger.ahead.files(), 0, "all taken");
+}
+
+#[test]
+fn files_written_out_and_never_synced_are_bounded_and_expire() {
+    use super::ahead::{EXPIRE_NS, MAX_FILES};
+    let mut ledger = SyncLedger::default();
+    for ino in 1..=(MAX_FILES as u64 + 100) {
         let at = ino;
         let mut start = on_file(fsync(42, at, at, Some(LOOP0)), ino);
         start.kind = SyncKind::SyncFileRangeWrite;
@@ -271,15 +298,11 @@ fn files_written_out_and_never_synced_are_bounded_and_expire() {
         ledger.note_write(&w);
         ledger.settle(at * MS + SETTLE_NS, false);
     }
-    assert!(ledger.ahead.len() <= MAX_FILES_WRITTEN_AHEAD);
-    assert!(ledger.ahead_order.len() <= 2 * MAX_FILES_WRITTEN_AHEAD);
+    assert!(ledger.ahead.files() <= MAX_FILES);
+    assert!(ledger.ahead.order_len() <= 2 * MAX_FILES);
     // The newest files are kept, the oldest made room.
-    assert!(
-        ledger
-            .ahead
-            .contains_key(&(42, LOOP0, MAX_FILES_WRITTEN_AHEAD as u64 + 100))
-    );
-    assert!(!ledger.ahead.contains_key(&(42, LOOP0, 1)));
-    ledger.settle(WRITTEN_AHEAD_EXPIRE_NS + 100_000 * MS, false);
-    assert!(ledger.ahead.is_empty() && ledger.ahead_order.is_empty());
+    assert!(ledger.ahead.has((42, LOOP0, MAX_FILES as u64 + 100)));
+    assert!(!ledger.ahead.has((42, LOOP0, 1)));
+    ledger.settle(EXPIRE_NS + 100_000 * MS, false);
+    assert_eq!((ledger.ahead.files(), ledger.ahead.order_len()), (0, 0));
 }
