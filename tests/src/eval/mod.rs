@@ -181,12 +181,15 @@ pub fn run(filter: Option<&str>) -> Report {
                 .map(|m| m.describe())
                 .collect::<Vec<_>>();
             eprintln!(
-                "eval: {} on {}: raised {:?} in {:.1}s ({:.1}s of workload){}{}",
+                "eval: {} on {}: raised {:?} in {:.1}s ({:.1}s of workload{}){}{}",
                 w.name,
                 fs,
                 cell.raised.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 cell.seconds,
                 cell.workload_seconds,
+                cell.first_named_s
+                    .map(|s| format!(", shown at {s:.1}s"))
+                    .unwrap_or_default(),
                 if cell.correct() { "" } else { "  <-- WRONG" },
                 if off.is_empty() {
                     String::new()

@@ -89,6 +89,9 @@ pub(super) fn bytes(x: f64) -> String {
 }
 
 /// One workload on one filesystem.
+/// Seconds from a program's start within which its expected finding must be on screen.
+pub const NAMED_WITHIN_S: f64 = 5.0;
+
 pub struct Cell {
     pub workload: &'static str,
     pub about: &'static str,
@@ -108,11 +111,23 @@ pub struct Cell {
     pub workload_seconds: f64,
     /// Why this cell is known to be wrong (see [`Workload::known_miss_on`]).
     pub known_miss: Option<&'static str>,
+    /// Seconds from the program's start to the first interval that showed an expected
+    /// finding (its JSON line's arrival).
+    pub first_named_s: Option<f64>,
 }
 
 impl Cell {
     pub fn findings_correct(&self) -> bool {
-        self.false_negatives == 0 && self.false_positives.is_empty() && self.unnamed.is_none()
+        self.false_negatives == 0
+            && self.false_positives.is_empty()
+            && self.unnamed.is_none()
+            && !self.late()
+    }
+
+    /// An expected finding first shown more than [`NAMED_WITHIN_S`] after the program
+    /// started: in an incident, that is the screen not telling the story.
+    pub fn late(&self) -> bool {
+        self.first_named_s.is_some_and(|s| s > NAMED_WITHIN_S)
     }
 
     pub fn magnitudes_off(&self) -> Vec<&Magnitude> {
@@ -176,7 +191,7 @@ impl Report {
             } else {
                 c.expected.join(", ")
             };
-            let raised = if c.raised.is_empty() {
+            let mut raised = if c.raised.is_empty() {
                 "nothing".to_string()
             } else {
                 c.raised
@@ -185,12 +200,21 @@ impl Report {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            if let Some(s) = c.first_named_s {
+                raised.push_str(&format!(" (shown at {s:.1} s)"));
+            }
             let mut verdicts = Vec::new();
             if c.false_negatives > 0 {
                 verdicts.push("MISSED".to_string());
             }
             if !c.false_positives.is_empty() {
                 verdicts.push(format!("FALSE POSITIVE ({})", c.false_positives.join(", ")));
+            }
+            if c.late() {
+                verdicts.push(format!(
+                    "LATE (first shown {:.1} s after the start)",
+                    c.first_named_s.unwrap_or(0.0)
+                ));
             }
             if let Some(kind) = &c.unnamed {
                 verdicts.push(format!("{kind} DOES NOT NAME THE FILE"));

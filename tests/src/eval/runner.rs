@@ -52,6 +52,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     let before = diskstats(&fs.name);
     let run = JsonRun::start(&[]);
     let workload_started = Instant::now();
+    let workload_started_at = std::time::SystemTime::now();
     let mut command = if traced {
         let mut c = Command::new("strace");
         c.args([
@@ -122,7 +123,8 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     }
     // Let the last sync calls settle and an INFO finding persist past its streak.
     thread::sleep(Duration::from_millis(1_500));
-    let intervals = run.stop();
+    let timed = run.stop_timed();
+    let intervals: Vec<Value> = timed.iter().map(|(_, i)| i.clone()).collect();
     let after = diskstats(&fs.name);
     let trace = if traced {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -137,6 +139,17 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
         pid_set.extend(trace.pids.iter().copied());
     }
     let raised = raised_for(&intervals, &pid_set, &fs.dev);
+    // When the screen first showed an expected finding, from the program's start.
+    let expected: Vec<&str> = w.expect.iter().flat_map(|g| g.iter().copied()).collect();
+    let first_named_s = timed
+        .iter()
+        .find(|(_, interval)| {
+            raised_for(std::slice::from_ref(interval), &pid_set, &fs.dev)
+                .iter()
+                .any(|(kind, _)| expected.contains(&kind.as_str()))
+        })
+        .and_then(|(arrived, _)| arrived.duration_since(workload_started_at).ok())
+        .map(|d| d.as_secs_f64());
     if let Some(keep) = std::env::var_os("IOTOP_BPF_EVAL_KEEP") {
         keep_run(
             Path::new(&keep),
@@ -172,14 +185,16 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
         filefrag,
     );
     drop(fs);
-    score(
+    let mut cell = score(
         w,
         fs_kind,
         raised,
         magnitudes,
         started.elapsed().as_secs_f64(),
         workload_seconds,
-    )
+    );
+    cell.first_named_s = first_named_s;
+    cell
 }
 
 /// `IOTOP_BPF_EVAL_KEEP=DIR` keeps each run's JSON intervals, its process tree and its strace

@@ -290,5 +290,6 @@ pub(super) fn score(
             .iter()
             .find(|(on, _)| *on == fs)
             .map(|&(_, why)| why),
+        first_named_s: None,
     }
 }
