@@ -483,7 +483,13 @@ impl App {
                     self.settle();
                 }
             }
-            Fed::Link(link) => self.ui.link = Some(link),
+            Fed::Link(link) => {
+                // What the key line said (where it attached) gives way to why it is lost.
+                if matches!(link, Link::Lost { .. }) {
+                    self.ui.message = None;
+                }
+                self.ui.link = Some(link);
+            }
             Fed::Quit => return Flow::Quit,
         }
         Flow::Continue

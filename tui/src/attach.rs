@@ -38,6 +38,9 @@ pub fn run(args: &cli::Attach) -> Result<()> {
         .context("start the async runtime")?;
     runtime.block_on(async {
         let target = Target::parse(args.target.as_deref())?;
+        // A socket found rather than named is looked for again at each try: a restarted
+        // tool publishes under its new pid.
+        let discovered = args.target.is_none();
         let token = args.token.clone();
         if matches!(target, Target::Tcp(_)) && token.is_none() {
             anyhow::bail!(
@@ -60,7 +63,12 @@ pub fn run(args: &cli::Attach) -> Result<()> {
             welcome.tool, welcome.pid, welcome.front_end
         ));
         let (tx, rx) = mpsc::channel(AHEAD);
-        tokio::spawn(keep_linked(target, token, connection, tx));
+        let again = Again {
+            target,
+            discovered,
+            token,
+        };
+        tokio::spawn(keep_linked(again, connection, tx));
         app::drive(App::new(ui), LinkFeed::new(&welcome, rx)).await
     })
 }
@@ -79,15 +87,31 @@ enum Event {
     Back(Box<Welcome>),
 }
 
+/// How to connect again.
+struct Again {
+    target: Target,
+    /// Found in the default places, not named: found again at each try.
+    discovered: bool,
+    token: Option<String>,
+}
+
+impl Again {
+    async fn connect(&self) -> Result<Connection> {
+        let found;
+        let target = if self.discovered {
+            found = Target::Unix(client::discover()?);
+            &found
+        } else {
+            &self.target
+        };
+        client::connect(target, self.token.as_deref()).await
+    }
+}
+
 /// Reads the tool's intervals, and connects again whenever the connection is lost, until
 /// the view is gone. Connection reads are not cancel-safe, so they happen here, in a task of
 /// their own; the view waits on the channel, which is.
-async fn keep_linked(
-    target: Target,
-    token: Option<String>,
-    first: Connection,
-    tx: mpsc::Sender<Event>,
-) {
+async fn keep_linked(again: Again, first: Connection, tx: mpsc::Sender<Event>) {
     let mut connection = Some(first);
     let mut said = String::new();
     loop {
@@ -112,7 +136,7 @@ async fn keep_linked(
             }
         }
         tokio::time::sleep(RETRY).await;
-        match client::connect(&target, token.as_deref()).await {
+        match again.connect().await {
             Ok(link) => {
                 said.clear();
                 if tx

@@ -68,7 +68,9 @@ fn frames_lost_are_counted_across_reconnections_to_the_same_run() {
     assert_eq!(app.shown.seq, 6, "the interval is shown, after the count");
     assert_eq!(app.ui.link, Some(Link::Attached { lost: 3 }));
     assert!(screen(&mut app).contains("[attached, 3 lost]"));
-    // The connection is lost: the screen keeps the last interval and says so.
+    // The connection is lost: the screen keeps the last interval and says so (where it
+    // attached, said at start, gives way).
+    app.ui.message = Some("attached to iotop-bpf (pid 100, serve) at x.sock".into());
     feed(
         &mut app,
         &mut link,

@@ -209,7 +209,10 @@ impl Hub {
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => server.admit(stream),
+                    Ok((stream, _)) => {
+                        limit_send_buffer(&stream);
+                        server.admit(stream);
+                    }
                     // Out of file descriptors and the like: wait instead of spinning.
                     Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
                 }
@@ -262,6 +265,26 @@ impl Hub {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .attached()
+    }
+}
+
+/// The kernel's buffer for a local viewer: small, so that a viewer that stalls (stopped,
+/// its terminal frozen) is a few frames behind, not hundreds (the kernel's default holds a
+/// minute of small ones), and, awake again, shows the present after the frames it lost,
+/// counted. (Not for TCP, where a small buffer would cap what a distant viewer receives.)
+const LOCAL_SEND_BUFFER: libc::c_int = 32 << 10;
+
+fn limit_send_buffer(stream: &impl std::os::fd::AsRawFd) {
+    // SAFETY: a valid socket and an int option of the right size. Best effort: the
+    // default only means a longer backlog.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            std::ptr::from_ref(&LOCAL_SEND_BUFFER).cast(),
+            libc::socklen_t::try_from(size_of::<libc::c_int>()).unwrap_or(4),
+        );
     }
 }
 
