@@ -207,7 +207,9 @@ fn a_second_pane_attaches_as_nobody_and_shows_the_same_intervals() {
     // 20 s at 5 intervals a second: 100 frames, of which its queue and socket hold fewer
     // than half.
     assert!(lost >= 30, "{lost} frames lost of ~100:\n{screen}");
-    eprintln!("stopped 20 s: the tool went from up {before}s to {during}s, the viewer lost {lost} frames");
+    eprintln!(
+        "stopped 20 s: the tool went from up {before}s to {during}s, the viewer lost {lost} frames"
+    );
     same_intervals(&tool, &viewer, workload.pid(), 2);
 
     // The viewer leaves (q: its terminal is given back) and comes back: nothing harmed.
@@ -226,7 +228,11 @@ fn a_second_pane_attaches_as_nobody_and_shows_the_same_intervals() {
     same_intervals(&tool, &viewer, workload.pid(), 2);
     let deadline = Instant::now() + Duration::from_secs(30);
     while seconds(&uptime(&tool)) <= up {
-        assert!(Instant::now() < deadline, "the tool stopped:\n{}", tool.screen());
+        assert!(
+            Instant::now() < deadline,
+            "the tool stopped:\n{}",
+            tool.screen()
+        );
         thread::sleep(Duration::from_millis(100));
     }
     assert!(!tool.screen().contains("EXIT="), "{}", tool.screen());

@@ -110,7 +110,7 @@ pub struct Viewers {
     pub viewers_group: Option<String>,
     /// Also publish over TCP on ADDR (IP:PORT, :PORT for every interface); a viewer must
     /// give the token. Unencrypted: prefer an SSH tunnel to the socket.
-    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    #[arg(long, value_name = "ADDR", value_parser = parse_viewers_listen)]
     pub viewers_listen: Option<SocketAddr>,
     /// The token TCP viewers give (default: a random one, printed at start). Set it in the
     /// environment rather than here, where other users can read it.
@@ -402,6 +402,16 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     Ok(speed)
 }
 
+/// `--viewers-listen`: the forms `--listen` takes (its words about port 0 are the exporter's).
+fn parse_viewers_listen(text: &str) -> Result<SocketAddr, String> {
+    parse_listen(text).map_err(|e| {
+        e.replace(
+            "Prometheus needs to know where to scrape",
+            "viewers need to know where to attach",
+        )
+    })
+}
+
 fn parse_top(text: &str) -> Result<usize, String> {
     let top: usize = text
         .parse()
@@ -450,6 +460,42 @@ mod tests {
     }
 
     #[test]
+    fn viewers_options() {
+        let cli = Cli::try_parse_from([
+            "iotop-bpf",
+            "--viewers-group",
+            "adm",
+            "--viewers-listen",
+            ":10136",
+        ])
+        .unwrap();
+        assert_eq!(cli.viewers.viewers_group.as_deref(), Some("adm"));
+        assert_eq!(cli.viewers.viewers_listen.map(|a| a.port()), Some(10136));
+        assert!(cli.viewers.given());
+        let cli =
+            Cli::try_parse_from(["iotop-bpf", "serve", "--viewers-socket", "/tmp/v.sock"]).unwrap();
+        let Some(Command::Serve(serve)) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            serve.viewers.viewers_socket.as_deref(),
+            Some(std::path::Path::new("/tmp/v.sock"))
+        );
+        let cli = Cli::try_parse_from(["iotop-bpf", "attach", "db01:10136"]).unwrap();
+        let Some(Command::Attach(attach)) = cli.command else {
+            panic!("not attach")
+        };
+        assert_eq!(attach.target.as_deref(), Some("db01:10136"));
+        let err = Cli::try_parse_from(["iotop-bpf", "--viewers-listen", ":0"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("viewers need to know where to attach"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn exporter_options() {
         let cli = Cli::try_parse_from(["iotop-bpf", "serve"]).unwrap();
         let Some(Command::Serve(serve)) = cli.command else {
@@ -470,6 +516,9 @@ mod tests {
             &["iotop-bpf", "serve", "--top", "100000"],
             &["iotop-bpf", "serve", "--listen", "nowhere"],
             &["iotop-bpf", "--listen", "1.2.3.4:70000"],
+            &["iotop-bpf", "--viewers-listen", ":0"],
+            &["iotop-bpf", "--no-viewers", "--viewers-group", "adm"],
+            &["iotop-bpf", "attach", "a", "b"],
         ] {
             let err = Cli::try_parse_from(bad).unwrap_err().to_string();
             assert!(err.contains("error:"), "{bad:?}: {err}");

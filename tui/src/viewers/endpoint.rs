@@ -151,6 +151,12 @@ fn default_socket() -> Result<PathBuf, String> {
         .mode(mode)
         .create(&dir)
         .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    // The umask may have taken bits the group's viewers need to reach the socket (a root
+    // umask of 077 makes it 0700): the directory's mode is the socket's business.
+    if mode == 0o755 {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot open {} to viewers: {e}", dir.display()))?;
+    }
     Ok(dir.join(name))
 }
 

@@ -111,15 +111,9 @@ pub struct Published {
     pub socket: Option<SocketFile>,
     pub tcp: Option<(SocketAddr, Token)>,
     pub note: Option<String>,
-    hub: Hub,
 }
 
 impl Published {
-    /// Viewers attached now.
-    pub fn viewers(&self) -> usize {
-        self.hub.viewers()
-    }
-
     /// Where viewers attach, in words (for stderr).
     pub fn describe(&self) -> Vec<String> {
         let socket = self.socket.as_ref().map(|file| {
@@ -161,7 +155,6 @@ pub fn publish(pipeline: &mut Pipeline, bound: Bound, front_end: &str) -> Result
         socket: None,
         tcp: None,
         note: bound.note,
-        hub: hub.clone(),
     };
     if let Some((listener, file)) = bound.unix {
         hub.serve_unix(
