@@ -16,7 +16,7 @@ use crate::{
     pipeline::{Pipeline, RunInfo, Step},
     shutdown::Shutdown,
     term::TerminalGuard,
-    view::{self, Focus, Theme, UiState, disks, finding, findings, procs},
+    view::{self, Focus, Link, Theme, UiState, disks, finding, findings, procs},
 };
 
 /// Whether the loop goes on.
@@ -395,9 +395,10 @@ fn initial_ui(cli: &Cli, info: &RunInfo, notes: Vec<String>) -> UiState {
 
 /// The live view over a pipeline (the probes, or a recording replayed at its recorded pace
 /// times `--speed`, where pause stops the clock). The pipeline is started before the
-/// terminal is taken, so a failure to load the probes prints plainly.
-pub async fn run(cli: &Cli, pipeline: Pipeline) -> Result<()> {
-    run_captioned(cli, pipeline, None).await
+/// terminal is taken, so a failure to load the probes prints plainly. `startup`: a message
+/// for the key line until the first key (where viewers attach).
+pub async fn run(cli: &Cli, pipeline: Pipeline, startup: Option<String>) -> Result<()> {
+    run_captioned(cli, pipeline, None, startup).await
 }
 
 /// How often captions are looked for (the demo changes them every few seconds at most).
@@ -406,35 +407,107 @@ const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// [`run`], with captions (the demo's) shown on the key line as they arrive.
 pub async fn run_captioned(
     cli: &Cli,
-    mut pipeline: Pipeline,
+    pipeline: Pipeline,
     captions: Option<std::sync::mpsc::Receiver<String>>,
+    startup: Option<String>,
 ) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
     let mut notes = pipeline.notes();
     if let Some(path) = &cli.replay {
         notes.insert(0, format!("replaying {}", path.display()));
     }
-    let info = pipeline.info().clone();
-    let mut app = App::new(initial_ui(cli, &info, notes));
+    let mut ui = initial_ui(cli, pipeline.info(), notes);
+    ui.message = startup;
+    let feed = PipelineFeed {
+        pipeline,
+        captions,
+        caption_poll: tokio::time::interval(CAPTION_POLL),
+        replay: cli.replay.clone(),
+        limit: cli.iterations,
+        intervals: 0,
+        ended: false,
+    };
+    drive(App::new(ui), feed).await
+}
+
+/// What the live view is fed, besides keys.
+pub enum Fed {
+    /// An interval closed.
+    Interval(Box<Snapshot>),
+    /// The demo's caption for its next step: the findings board starts clear.
+    Caption(String),
+    /// No interval will come any more (the end of a recording): said on the key line.
+    Ended(String),
+    /// The tool a viewer is attached to (again): its header and notes. `fresh`: another
+    /// run than before (another tool, or restarted), whose intervals start a new history.
+    Run {
+        info: RunInfo,
+        notes: Vec<String>,
+        fresh: bool,
+    },
+    /// The link of an attached viewer to its tool changed.
+    Link(Link),
+    /// Stop (`-n` intervals shown).
+    Quit,
+}
+
+/// Where the live view's intervals come from: a [`Pipeline`] (the probes, a recording, the
+/// demo) or a running tool's published intervals (`attach`).
+pub trait Feed {
+    /// Waits for what comes next. Cancel-safe: the loop waits for keys and signals beside it.
+    fn next(&mut self) -> impl Future<Output = Result<Fed>>;
+    /// The view was paused or resumed (a paced replay stops its clock while paused).
+    fn hold(&mut self, _paused: bool) {}
+}
+
+impl App {
+    /// Takes in what the feed gave.
+    pub fn apply(&mut self, fed: Fed) -> Flow {
+        match fed {
+            Fed::Interval(snap) => self.update(*snap),
+            Fed::Caption(caption) => {
+                self.clear_board();
+                self.ui.caption = Some(caption);
+            }
+            Fed::Ended(note) => self.ui.notes = vec![note],
+            Fed::Run { info, notes, fresh } => {
+                self.ui.host = info.host;
+                self.ui.kernel = info.kernel;
+                self.ui.started_unix_ms = info.started_unix_ms;
+                self.ui.notes = notes;
+                if fresh {
+                    // The old run's intervals are not this one's past.
+                    self.history = History::default();
+                    self.shown = Snapshot::default();
+                    self.ui.paused = false;
+                    self.ui.back = 0;
+                    self.settle();
+                }
+            }
+            Fed::Link(link) => {
+                // What the key line said (where it attached) gives way to why it is lost.
+                if matches!(link, Link::Lost { .. }) {
+                    self.ui.message = None;
+                }
+                self.ui.link = Some(link);
+            }
+            Fed::Quit => return Flow::Quit,
+        }
+        Flow::Continue
+    }
+}
+
+/// The live view's loop, whatever feeds it: takes the terminal, draws, answers keys and
+/// signals, and gives the terminal back however it ends.
+pub async fn drive(mut app: App, mut feed: impl Feed) -> Result<()> {
+    let mut shutdown = Shutdown::install().context("install signal handlers")?;
     let mut guard = TerminalGuard::enter()?;
     let mut input = EventStream::new();
-    let mut intervals = 0u64;
-    let mut ended = false;
-    let mut caption_poll = tokio::time::interval(CAPTION_POLL);
     app.draw(guard.terminal())?;
     loop {
-        pipeline.hold(app.ui.paused);
+        feed.hold(app.ui.paused);
         tokio::select! {
             biased;
             () = shutdown.recv() => break,
-            _ = caption_poll.tick(), if captions.is_some() => {
-                let latest = captions.as_ref().and_then(|rx| rx.try_iter().last());
-                if latest.is_some() {
-                    app.clear_board();
-                    app.ui.caption = latest;
-                    app.draw(guard.terminal())?;
-                }
-            }
             event = input.next() => match event {
                 Some(Ok(event)) => {
                     if app.on_event(&event) == Flow::Quit {
@@ -445,27 +518,70 @@ pub async fn run_captioned(
                 Some(Err(e)) => return Err(e).context("read the terminal"),
                 None => break,
             },
-            step = pipeline.next(), if !ended => {
-                match step? {
-                    Step::Interval(snap) => {
-                        app.update(*snap);
-                        intervals += 1;
-                    }
-                    Step::End => {
-                        ended = true;
-                        if let Some(path) = &cli.replay {
-                            app.ui.notes = vec![format!("end of the recording {} (q quits)", path.display())];
-                        }
-                    }
-                }
-                app.draw(guard.terminal())?;
-                if cli.iterations.is_some_and(|n| intervals >= n) {
+            fed = feed.next() => {
+                if app.apply(fed?) == Flow::Quit {
                     break;
                 }
+                app.draw(guard.terminal())?;
             }
         }
     }
     Ok(())
+}
+
+/// A [`Pipeline`] as the live view's feed, with the demo's captions.
+struct PipelineFeed {
+    pipeline: Pipeline,
+    captions: Option<std::sync::mpsc::Receiver<String>>,
+    caption_poll: tokio::time::Interval,
+    /// The recording replayed, if it is one.
+    replay: Option<std::path::PathBuf>,
+    /// `-n`: intervals to show before quitting.
+    limit: Option<u64>,
+    intervals: u64,
+    ended: bool,
+}
+
+impl Feed for PipelineFeed {
+    async fn next(&mut self) -> Result<Fed> {
+        if self.limit.is_some_and(|n| self.intervals >= n) {
+            return Ok(Fed::Quit);
+        }
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.caption_poll.tick(), if self.captions.is_some() => {
+                    let latest = self.captions.as_ref().and_then(|rx| rx.try_iter().last());
+                    if let Some(caption) = latest {
+                        return Ok(Fed::Caption(caption));
+                    }
+                }
+                step = self.pipeline.next(), if !self.ended => {
+                    return Ok(match step? {
+                        Step::Interval(snap) => {
+                            self.intervals += 1;
+                            Fed::Interval(snap)
+                        }
+                        Step::End => {
+                            self.ended = true;
+                            Fed::Ended(match &self.replay {
+                                Some(path) => {
+                                    format!("end of the recording {} (q quits)", path.display())
+                                }
+                                None => "no more intervals (q quits)".to_string(),
+                            })
+                        }
+                    });
+                }
+                // Nothing more to wait for: the view stays until q.
+                else => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    fn hold(&mut self, paused: bool) {
+        self.pipeline.hold(paused);
+    }
 }
 
 #[cfg(test)]

@@ -71,6 +71,9 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TOP, value_parser = parse_top, requires = "listen")]
     pub top: usize,
 
+    #[command(flatten)]
+    pub viewers: Viewers,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -86,9 +89,69 @@ pub enum Command {
     Serve(Serve),
     /// Build a self-contained HTML report (or one SVG heat map) from a recording; no root.
     Report(Report),
+    /// Open the live view of a running iotop-bpf (live view or serve) from another terminal,
+    /// with its own sort, selection and pause; needs no root, only access to its socket.
+    Attach(Attach),
     /// Show the catalogue of pathologies one at a time on a scratch loop-backed filesystem,
     /// with a caption for each (for a projector). Needs root.
     Demo(Demo),
+}
+
+/// Where the live view and `serve` publish their intervals for `iotop-bpf attach`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Viewers {
+    /// Publish each interval for `iotop-bpf attach` on this Unix socket (default:
+    /// /run/iotop-bpf/PID.sock as root, else $XDG_RUNTIME_DIR/iotop-bpf/PID.sock).
+    #[arg(long, value_name = "PATH")]
+    pub viewers_socket: Option<PathBuf>,
+    /// Let members of GROUP attach: the socket (mode 0660) is given to this group (a name or
+    /// a gid). Without it, only the tool's user and group may.
+    #[arg(long, value_name = "GROUP")]
+    pub viewers_group: Option<String>,
+    /// Also publish over TCP on ADDR (IP:PORT, :PORT for every interface); a viewer must
+    /// give the token. Unencrypted: prefer an SSH tunnel to the socket.
+    #[arg(long, value_name = "ADDR", value_parser = parse_viewers_listen)]
+    pub viewers_listen: Option<SocketAddr>,
+    /// The token TCP viewers give (default: a random one, printed at start). Set it in the
+    /// environment rather than here, where other users can read it.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "IOTOP_BPF_VIEWERS_TOKEN",
+        hide_env_values = true
+    )]
+    pub viewers_token: Option<String>,
+    /// Publish nothing for viewers.
+    #[arg(long, conflicts_with_all = ["viewers_socket", "viewers_group", "viewers_listen"])]
+    pub no_viewers: bool,
+}
+
+impl Viewers {
+    /// Any of the options was given (on the command line; the token may come from the
+    /// environment, which `attach` shares).
+    pub fn given(&self) -> bool {
+        self.viewers_socket.is_some()
+            || self.viewers_group.is_some()
+            || self.viewers_listen.is_some()
+            || self.no_viewers
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct Attach {
+    /// The tool's socket (a path) or TCP address (HOST:PORT). Default: the one running
+    /// tool's socket in /run/iotop-bpf or $XDG_RUNTIME_DIR/iotop-bpf.
+    #[arg(value_name = "SOCKET|ADDR")]
+    pub target: Option<String>,
+    /// The token of a TCP address (the tool printed it at start). Set it in the environment
+    /// rather than here, where other users can read it.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "IOTOP_BPF_VIEWERS_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -160,6 +223,8 @@ pub struct Serve {
     /// Seconds per interval: how often the metrics are brought up to date.
     #[arg(short, long, value_name = "SECS", default_value = "1", value_parser = parse_delay)]
     pub delay: Duration,
+    #[command(flatten)]
+    pub viewers: Viewers,
 }
 
 #[derive(Debug, Subcommand)]
@@ -337,6 +402,16 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     Ok(speed)
 }
 
+/// `--viewers-listen`: the forms `--listen` takes (its words about port 0 are the exporter's).
+fn parse_viewers_listen(text: &str) -> Result<SocketAddr, String> {
+    parse_listen(text).map_err(|e| {
+        e.replace(
+            "Prometheus needs to know where to scrape",
+            "viewers need to know where to attach",
+        )
+    })
+}
+
 fn parse_top(text: &str) -> Result<usize, String> {
     let top: usize = text
         .parse()
@@ -385,6 +460,42 @@ mod tests {
     }
 
     #[test]
+    fn viewers_options() {
+        let cli = Cli::try_parse_from([
+            "iotop-bpf",
+            "--viewers-group",
+            "adm",
+            "--viewers-listen",
+            ":10136",
+        ])
+        .unwrap();
+        assert_eq!(cli.viewers.viewers_group.as_deref(), Some("adm"));
+        assert_eq!(cli.viewers.viewers_listen.map(|a| a.port()), Some(10136));
+        assert!(cli.viewers.given());
+        let cli =
+            Cli::try_parse_from(["iotop-bpf", "serve", "--viewers-socket", "/tmp/v.sock"]).unwrap();
+        let Some(Command::Serve(serve)) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(
+            serve.viewers.viewers_socket.as_deref(),
+            Some(std::path::Path::new("/tmp/v.sock"))
+        );
+        let cli = Cli::try_parse_from(["iotop-bpf", "attach", "db01:10136"]).unwrap();
+        let Some(Command::Attach(attach)) = cli.command else {
+            panic!("not attach")
+        };
+        assert_eq!(attach.target.as_deref(), Some("db01:10136"));
+        let err = Cli::try_parse_from(["iotop-bpf", "--viewers-listen", ":0"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("viewers need to know where to attach"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn exporter_options() {
         let cli = Cli::try_parse_from(["iotop-bpf", "serve"]).unwrap();
         let Some(Command::Serve(serve)) = cli.command else {
@@ -405,6 +516,9 @@ mod tests {
             &["iotop-bpf", "serve", "--top", "100000"],
             &["iotop-bpf", "serve", "--listen", "nowhere"],
             &["iotop-bpf", "--listen", "1.2.3.4:70000"],
+            &["iotop-bpf", "--viewers-listen", ":0"],
+            &["iotop-bpf", "--no-viewers", "--viewers-group", "adm"],
+            &["iotop-bpf", "attach", "a", "b"],
         ] {
             let err = Cli::try_parse_from(bad).unwrap_err().to_string();
             assert!(err.contains("error:"), "{bad:?}: {err}");

@@ -319,6 +319,11 @@ pub fn run(args: &Demo) -> Result<()> {
         max_procs: crate::report::DEFAULT_MAX_PROCS,
         listen: None,
         top: crate::export::workloads::DEFAULT_TOP,
+        // The demo publishes nothing: it is shown, not shared.
+        viewers: crate::cli::Viewers {
+            no_viewers: true,
+            ..Default::default()
+        },
         command: None,
     };
     let stopping = Arc::new(AtomicBool::new(false));
@@ -355,7 +360,7 @@ pub fn run(args: &Demo) -> Result<()> {
             if args.batch {
                 headless::run(&cli, pipeline, &mut std::io::stdout()).await
             } else {
-                app::run_captioned(&cli, pipeline, Some(rx)).await
+                app::run_captioned(&cli, pipeline, Some(rx), None).await
             }
         });
         stopping.store(true, Ordering::Relaxed);

@@ -7,6 +7,7 @@
 //! [`export`]er taps the pipeline's snapshots.
 
 pub mod app;
+pub mod attach;
 pub mod capture;
 pub mod cli;
 pub mod decode;
@@ -27,4 +28,5 @@ pub mod shutdown;
 pub mod term;
 pub mod units;
 pub mod view;
+pub mod viewers;
 pub mod workload;

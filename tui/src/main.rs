@@ -3,12 +3,12 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::Parser as _;
 use iotop_bpf::{
-    app,
+    app, attach,
     cli::{self, Cli, Command, Serve},
     demo, export, feed, generate, headless, offline,
     pipeline::Pipeline,
     probe::{Probes, privilege},
-    serve, workload,
+    serve, viewers, workload,
 };
 
 fn main() -> ExitCode {
@@ -45,10 +45,21 @@ fn run(cli: &Cli) -> Result<()> {
         // Reads a file: no privileges, no probes.
         Some(Command::Report(args)) => return offline::run(args),
         Some(Command::Demo(args)) => return demo::run(args),
+        // Reads a socket: no privileges, no probes.
+        Some(Command::Attach(args)) => return attach::run(args),
         None => {}
     }
     // A bad or busy address fails before anything is loaded.
     let listener = cli.listen.map(export::server::bind).transpose()?;
+    // Headless reports publish nothing for viewers: they have no one to share a screen with.
+    if cli.is_batch() && cli.viewers.given() {
+        anyhow::bail!(
+            "the --viewers-* options are for the live view and serve, not --batch or --json"
+        );
+    }
+    let viewers = (!cli.is_batch())
+        .then(|| viewers::endpoint::bind(&cli.viewers))
+        .transpose()?;
     // Replay needs no privileges; the live probes are checked before anything else.
     let env = match &cli.replay {
         Some(_) => None,
@@ -73,15 +84,30 @@ fn run(cli: &Cli) -> Result<()> {
             }
         }
         if cli.is_batch() {
-            headless::run(cli, pipeline, &mut std::io::stdout().lock()).await
-        } else {
-            app::run(cli, pipeline).await
+            return headless::run(cli, pipeline, &mut std::io::stdout().lock()).await;
         }
+        // Kept to the end: dropping it removes the socket.
+        let published = viewers
+            .map(|bound| viewers::publish::publish(&mut pipeline, bound, "the live view"))
+            .transpose()?;
+        // `attach` finds the socket on its own; a TCP token, or why nothing is published,
+        // is said on the key line (and after the view, on the terminal).
+        let startup = published.as_ref().and_then(|p| {
+            let lines: Vec<String> = p.tcp_line().into_iter().chain(p.note.clone()).collect();
+            for line in &lines {
+                eprintln!("iotop-bpf: {line}");
+            }
+            (!lines.is_empty()).then(|| lines.join("; "))
+        });
+        let result = app::run(cli, pipeline, startup).await;
+        drop(published);
+        result
     })
 }
 
 fn serve(args: &Serve) -> Result<()> {
     let listener = export::server::bind(args.listen)?;
+    let viewers = viewers::endpoint::bind(&args.viewers)?;
     let env = privilege::check()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -91,7 +117,16 @@ fn serve(args: &Serve) -> Result<()> {
         let mut pipeline = Pipeline::live(&env, args.delay, None, None)?;
         let addr = export::attach(&mut pipeline, listener, args.top)?;
         eprintln!("iotop-bpf: serving metrics on http://{addr}/metrics");
-        serve::run(pipeline).await
+        let published = viewers::publish::publish(&mut pipeline, viewers, "serve")?;
+        for line in published.describe() {
+            eprintln!("iotop-bpf: {line}");
+        }
+        if let Some(note) = &published.note {
+            eprintln!("iotop-bpf: {note}");
+        }
+        let result = serve::run(pipeline).await;
+        drop(published);
+        result
     })
 }
 

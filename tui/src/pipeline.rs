@@ -27,8 +27,9 @@ pub const DRAIN_EVERY: Duration = Duration::from_millis(50);
 /// Records taken per drain before the loop looks at signals and timers again.
 pub const MAX_BATCH: usize = 65_536;
 
-/// What a run is: where, when, how often. The report's timestamps come from it.
-#[derive(Clone, Debug)]
+/// What a run is: where, when, how often. The report's timestamps come from it (and a
+/// viewer's header: it is sent to `attach`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunInfo {
     pub host: String,
     pub kernel: String,

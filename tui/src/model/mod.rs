@@ -13,6 +13,7 @@ pub mod findings;
 pub mod hist;
 mod host;
 mod input;
+pub mod labels;
 mod ledger;
 mod patterns;
 mod procs;

@@ -8,7 +8,7 @@ use super::{
 };
 
 /// Percentiles of a latency distribution, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Latency {
     pub count: u64,
     pub mean_ns: u64,
@@ -32,7 +32,7 @@ impl Latency {
 }
 
 /// Event accounting for the interval, and since start, and what the tool costs.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq)]
 pub struct EventStats {
     /// Records received from the ring buffer in this interval.
     pub received: u64,
@@ -62,7 +62,7 @@ pub struct EventStats {
 }
 
 /// A disk's figures over some period (the interval, or since start).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct DiskFigures {
     pub reads: u64,
     pub writes: u64,
@@ -123,7 +123,7 @@ impl DiskFigures {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct DiskRow {
     pub dev: Dev,
     /// `loop0`, `nvme0n1`, or `major:minor` when the name is unknown.
@@ -138,7 +138,7 @@ pub struct DiskRow {
 }
 
 /// A process's I/O over some period.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct ProcFigures {
     pub reads: u64,
     /// Writes that carried data.
@@ -200,7 +200,7 @@ impl ProcFigures {
 
 /// Percentiles of direct I/O call latency (from the kernel's quarter-octave histogram:
 /// within ~12% of the true value).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallLatency {
     pub count: u64,
     pub mean_ns: u64,
@@ -222,7 +222,7 @@ impl CallLatency {
 }
 
 /// A process's direct I/O calls on one disk over a period.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallDisk {
     pub disk: Dev,
     pub latency: CallLatency,
@@ -240,7 +240,7 @@ pub struct CallDisk {
 /// A process's direct I/O calls (`iomap_dio_rw_begin` to `iomap_dio_complete`: synchronous,
 /// libaio and io_uring direct I/O on iomap filesystems such as ext4 and XFS; raw block
 /// devices do not go through iomap) over a period.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallFigures {
     pub latency: CallLatency,
     pub time_ns: u64,
@@ -261,7 +261,7 @@ impl CallFigures {
 }
 
 /// What a process waited for outside its requests over a period.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct WaitFigures {
     /// Every direct I/O call's latency (begin to completion) and the time it spent outside
     /// any request: the wait before the request.
@@ -273,7 +273,7 @@ pub struct WaitFigures {
 /// [`WaitFigures`], boxed only for a process that made direct I/O calls or was paused: most
 /// rows have neither, and every row is kept many times over in the live view's history.
 /// Reads as a `WaitFigures` (empty without calls or pauses).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Waits(Option<Box<WaitFigures>>);
 
 static NO_WAITS: WaitFigures = WaitFigures {
@@ -320,7 +320,7 @@ impl std::ops::Deref for Waits {
 }
 
 /// Pauses `balance_dirty_pages()` imposed on a process's writers over a period.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DirtyFigures {
     pub pauses: u64,
     /// Summed over its threads.
@@ -329,7 +329,7 @@ pub struct DirtyFigures {
 
 /// Direct I/O calls the probes streamed (those not aligned to the largest filesystem or
 /// physical block size in use), and the zeroing they make the kernel do.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DioFigures {
     pub calls: u64,
     /// Bytes those calls asked for.
@@ -366,7 +366,7 @@ pub struct DioFigures {
 }
 
 /// Another process in a charge: who wrote for whom, and how much.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Party {
     pub tgid: u32,
     pub comm: String,
@@ -375,7 +375,7 @@ pub struct Party {
 
 /// Settled sync calls of one population (see [`SyncFigures`]): how many, what they made
 /// durable, and what the device wrote for them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyncPopulation {
     pub calls: u64,
     pub payload_bytes: u64,
@@ -425,7 +425,7 @@ impl SyncPopulation {
 
 /// The files some sync calls synced, bounded: the most synced, how many calls went to
 /// others, and the latest.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncedFiles {
     /// (path, calls), most synced first.
     pub top: Vec<(String, u64)>,
@@ -442,7 +442,7 @@ pub struct SyncedFiles {
 /// less than one filesystem block durable (each still writes at least a whole block), the
 /// others are **large**. Cost figures count settled calls, which lag the calls by up to
 /// [`crate::model::SETTLE_NS`].
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct SyncFigures {
     /// Calls that made data durable.
     pub syncs: u64,
@@ -465,9 +465,11 @@ pub struct SyncFigures {
     pub window_writes: u64,
     /// The most frequent kind of call (`fsync`, `fdatasync`, `O_DSYNC write`, ...): of the
     /// period's calls, else of those settled in it.
-    pub kind: &'static str,
+    #[serde(deserialize_with = "super::labels::one")]
+    pub kind: super::labels::Label,
     /// Calls per kind, in the kinds' order.
-    pub kinds: Vec<(&'static str, u64)>,
+    #[serde(deserialize_with = "super::labels::pairs")]
+    pub kinds: Vec<(super::labels::Label, u64)>,
     /// The most synced files: (path, calls), most first.
     pub files: Vec<(String, u64)>,
     /// Calls on files beyond `files` (0: those are all of them).
@@ -583,7 +585,7 @@ impl ProcFigures {
 }
 
 /// A process's I/O to one disk.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcDeviceRow {
     pub dev: Dev,
     pub name: String,
@@ -600,7 +602,7 @@ pub struct ProcDeviceRow {
     pub fua_supported: bool,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct ProcRow {
     /// The process (thread-group) id.
     pub tgid: u32,
@@ -637,7 +639,7 @@ impl ProcRow {
 }
 
 /// One sync call, for the drill-down.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct SyncCallRow {
     pub kind: super::SyncKind,
     pub fd: Option<i32>,
@@ -652,7 +654,7 @@ pub struct SyncCallRow {
 }
 
 /// One closed interval.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     /// Intervals closed so far (1 for the first).
     pub seq: u64,
@@ -680,7 +682,7 @@ pub struct Snapshot {
 /// The host's figures for the header, the first of the 60-second analysis: each is `None`
 /// when its source is missing (a kernel without PSI, a recording made before they were
 /// sampled), so the views show nothing rather than zeros.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq)]
 pub struct HostFigures {
     /// Load averages over 1, 5 and 15 minutes (`/proc/loadavg`).
     pub load1: Option<f64>,
@@ -707,7 +709,7 @@ impl HostFigures {
 }
 
 /// Finished D episodes by whether their wait site is known, and if not, why.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SiteCounts {
     pub episodes: u64,
     pub resolved: u64,
@@ -729,7 +731,7 @@ impl SiteCounts {
 }
 
 /// A thread in D state now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct DStateTask {
     pub tid: u32,
     pub tgid: u32,
@@ -746,7 +748,7 @@ pub struct DStateTask {
 }
 
 /// A finished D episode.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct DStateEpisodeRow {
     pub tid: u32,
     pub tgid: u32,

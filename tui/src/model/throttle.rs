@@ -165,7 +165,7 @@ pub struct PauseDelta {
 }
 
 /// The write-back state at a process's last pause.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct DirtyState {
     /// The backing device's name: `major:minor` for a block device.
     pub bdi: String,

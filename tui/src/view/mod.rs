@@ -36,7 +36,7 @@ use ratatui::{
 };
 
 pub use self::{
-    state::{Focus, HeatKind, SortKey, UiState},
+    state::{Focus, HeatKind, Link, SortKey, UiState},
     theme::Theme,
 };
 use crate::{history::History, model::Snapshot};

@@ -154,4 +154,16 @@ pub struct UiState {
     pub message: Option<String>,
     /// What to look at now (the demo's caption), on the key line until replaced.
     pub caption: Option<String>,
+    /// This screen is a second viewer's (`iotop-bpf attach`): its link to the running tool.
+    pub link: Option<Link>,
+}
+
+/// An attached viewer's link to the tool it shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Receiving its intervals; `lost`: frames the tool dropped because this viewer read
+    /// them too slowly.
+    Attached { lost: u64 },
+    /// The tool went away or cannot be reached (why); the viewer keeps trying.
+    Lost { why: String },
 }

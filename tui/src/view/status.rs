@@ -11,7 +11,7 @@ use ratatui::{
     text::{Line, Span},
 };
 
-use super::{Theme, UiState};
+use super::{Link, Theme, UiState};
 use crate::{
     model::{HostFigures, Snapshot},
     units,
@@ -84,6 +84,19 @@ fn tool_parts(snap: &Snapshot, ui: &UiState, theme: &Theme) -> Vec<Part> {
     if ui.cumulative {
         parts.push(Part {
             span: Span::styled(" [TOTALS]", theme.key),
+            keep: Keep::Always,
+        });
+    }
+    // A second viewer (`attach`): whether it is receiving, and what it lost.
+    let link = match &ui.link {
+        None => None,
+        Some(Link::Attached { lost: 0 }) => Some((" [attached]".to_string(), theme.key)),
+        Some(Link::Attached { lost }) => Some((format!(" [attached, {lost} lost]"), theme.warn)),
+        Some(Link::Lost { .. }) => Some((" [DISCONNECTED]".to_string(), theme.warn)),
+    };
+    if let Some((text, style)) = link {
+        parts.push(Part {
+            span: Span::styled(text, style),
             keep: Keep::Always,
         });
     }
@@ -261,6 +274,11 @@ pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
         ])
     } else if let Some(message) = &ui.message {
         Line::from(Span::styled(message.clone(), theme.key))
+    } else if let Some(Link::Lost { why }) = &ui.link {
+        Line::from(vec![
+            Span::styled("disconnected: ", theme.warn),
+            Span::raw(format!("{why}; trying again (q quits)")),
+        ])
     } else if let Some(caption) = &ui.caption {
         Line::from(Span::styled(caption.clone(), theme.warn))
     } else if let Some(note) = ui.notes.first() {

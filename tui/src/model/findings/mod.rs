@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 
 use super::{DStateTask, Dev, DirtySettings, DiskRow, ProcRow};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub enum FindingKind {
     SubBlockTailWrite,
     WriteAmplification,
@@ -77,7 +79,9 @@ impl FindingKind {
     ];
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 pub enum Severity {
     Info,
     Warning,
@@ -95,14 +99,14 @@ impl Severity {
 }
 
 /// A number or a word backing a finding.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub enum Evidence {
     Count(u64),
     Ratio(f64),
     Text(String),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 pub struct Finding {
     pub kind: FindingKind,
     pub severity: Severity,
@@ -113,7 +117,8 @@ pub struct Finding {
     pub files: Vec<String>,
     /// One line: what happens, to whom, how much.
     pub summary: String,
-    pub evidence: Vec<(&'static str, Evidence)>,
+    #[serde(deserialize_with = "super::labels::pairs")]
+    pub evidence: Vec<(super::labels::Label, Evidence)>,
     /// One line: the mechanism.
     pub why: String,
     /// One line: what to do about it.
@@ -124,8 +129,14 @@ pub struct Finding {
     pub last_seen_ns: u64,
     /// Consecutive intervals it must be seen in before it is listed: 1, or more where one
     /// interval's evidence cannot tell a pattern from a one-off (`INFO` findings wait
-    /// [`INFO_MIN_STREAK`] in any case). The book's concern, not part of what was found.
+    /// [`INFO_MIN_STREAK`] in any case). The book's concern, not part of what was found
+    /// (not sent to viewers: a viewer's book does not judge).
+    #[serde(skip, default = "one_interval")]
     persist: u32,
+}
+
+fn one_interval() -> u32 {
+    1
 }
 
 impl Finding {
