@@ -229,6 +229,8 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
 }
 
 #[cfg(test)]
+mod recorded_tests;
+#[cfg(test)]
 mod tests;
 
 #[cfg(test)]
