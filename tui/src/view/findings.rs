@@ -25,6 +25,19 @@ use crate::model::{
     findings::{Finding, FindingKind, Severity},
 };
 
+/// The worst active finding of each process that has one: one pass over the findings, for
+/// tables that ask for every row.
+pub fn severities(snap: &Snapshot) -> std::collections::HashMap<u32, Severity> {
+    let mut out = std::collections::HashMap::new();
+    for f in snap.findings.iter().filter(|f| f.active) {
+        if let Some(tgid) = f.tgid {
+            let worst = out.entry(tgid).or_insert(f.severity);
+            *worst = (*worst).max(f.severity);
+        }
+    }
+    out
+}
+
 /// The worst active finding about a process, for marking its row.
 pub fn severity_of(snap: &Snapshot, tgid: u32) -> Option<Severity> {
     snap.findings

@@ -4,7 +4,7 @@
 //! per kind (`kworker ×6`, `x` expands them); the order is kept from one interval to the
 //! next unless a row is clearly ahead ([`Steady`]).
 
-use std::{borrow::Cow, cmp::Ordering};
+use std::{borrow::Cow, cmp::Ordering, collections::HashMap};
 
 use ratatui::{
     layout::Rect,
@@ -13,13 +13,13 @@ use ratatui::{
 
 use super::{
     Focus, SortKey, Theme, UiState,
-    findings::severity_of,
+    findings::{severities, severity_of},
     state::{OrderOf, RowKey, Steady},
     table, text,
     theme::{SELECTED_SYMBOL, focus_mark},
 };
 use crate::{
-    model::{ProcFigures, ProcRow, Snapshot},
+    model::{ProcFigures, ProcRow, Snapshot, findings::Severity},
     units,
 };
 
@@ -56,11 +56,9 @@ fn matches_filter(row: &ProcRow, filter: &str) -> bool {
 }
 
 /// A process is listed when it did something in the shown period, is selected, or has an
-/// active finding (its row tells the finding's story even in a quiet second).
-fn listed(snap: &Snapshot, row: &ProcRow, ui: &UiState) -> bool {
-    figures(row, ui).active()
-        || ui.selected_pid == Some(row.tgid)
-        || severity_of(snap, row.tgid).is_some()
+/// active finding (`marked`: its row tells the finding's story even in a quiet second).
+fn listed(marked: &HashMap<u32, Severity>, row: &ProcRow, ui: &UiState) -> bool {
+    figures(row, ui).active() || ui.selected_pid == Some(row.tgid) || marked.contains_key(&row.tgid)
 }
 
 /// The processes shown, in the sort's order: filtered, with I/O or syncs in the shown
@@ -69,11 +67,12 @@ fn listed(snap: &Snapshot, row: &ProcRow, ui: &UiState) -> bool {
 /// ties broken by pid so equal rows never swap places between refreshes. Not folded, and
 /// not in the kept order: see [`entries`] for the table's rows.
 pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
+    let marked = severities(snap);
     let mut rows: Vec<&ProcRow> = snap
         .procs
         .iter()
         .filter(|p| matches_filter(p, &ui.filter))
-        .filter(|p| listed(snap, p, ui))
+        .filter(|p| listed(&marked, p, ui))
         .collect();
     rows.sort_by(|a, b| compare(a, b, ui));
     rows
@@ -84,9 +83,10 @@ pub fn filtered_out(snap: &Snapshot, ui: &UiState) -> usize {
     if ui.filter.is_empty() {
         return 0;
     }
+    let marked = severities(snap);
     snap.procs
         .iter()
-        .filter(|p| listed(snap, p, ui) && !matches_filter(p, &ui.filter))
+        .filter(|p| listed(&marked, p, ui) && !matches_filter(p, &ui.filter))
         .count()
 }
 
@@ -767,11 +767,12 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
     };
     // Rows with an active finding stay in view however the table is sorted, the worst first
     // when they do not all fit.
+    let marked = severities(snap);
     let mut pinned: Vec<(std::cmp::Reverse<_>, usize)> = rows
         .iter()
         .enumerate()
         .filter_map(|(i, e)| {
-            let severity = e.pid(ui).and_then(|pid| severity_of(snap, pid))?;
+            let severity = e.pid(ui).and_then(|pid| marked.get(&pid).copied())?;
             Some((std::cmp::Reverse(severity), i))
         })
         .collect();
@@ -801,7 +802,7 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
         let entry = &rows[i];
         let p: &ProcRow = &entry.row;
         let f = figures(p, ui);
-        let severity = entry.pid(ui).and_then(|pid| severity_of(snap, pid));
+        let severity = entry.pid(ui).and_then(|pid| marked.get(&pid).copied());
         let cells: Vec<Line<'static>> = columns
             .iter()
             .map(|c| {
