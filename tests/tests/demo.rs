@@ -46,7 +46,7 @@ fn the_demo_shows_each_step_with_its_caption_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("=== demo 1/2 small-sync: 128-byte appends"),
+        stdout.contains("=== demo 1/2 small-sync: 128 B fsynced appends"),
         "{stdout}"
     );
     assert!(stdout.contains("=== demo 2/2 aio-randwrite:"), "{stdout}");

@@ -16,7 +16,7 @@ use crate::{
     pipeline::{Pipeline, RunInfo, Step},
     shutdown::Shutdown,
     term::TerminalGuard,
-    view::{self, Focus, Link, Theme, UiState, disks, finding, findings, procs},
+    view::{self, Focus, Link, Theme, UiState, finding, findings, procs},
 };
 
 /// Whether the loop goes on.
@@ -101,6 +101,8 @@ impl App {
         if self.ui.focus == Focus::Findings && groups.is_empty() {
             self.ui.focus = Focus::Processes;
         }
+        // The process table keeps its order from the interval before, unless a row overtook.
+        self.ui.order = procs::advance_order(&self.shown, &self.ui);
     }
 
     /// Intervals between `seq` and the newest recorded (0 before the first interval).
@@ -263,14 +265,21 @@ impl App {
             KeyCode::PageUp => self.move_selection(-10),
             KeyCode::Home | KeyCode::Char('g') => self.move_selection(isize::MIN / 2),
             KeyCode::End | KeyCode::Char('G') => self.move_selection(isize::MAX / 2),
+            // Only the columns on screen: sorting by one the screen cannot show would order
+            // the rows by something nobody sees.
             KeyCode::Char('s' | '>') => {
-                ui.sort = ui.sort.next();
+                ui.sort = ui
+                    .sort
+                    .cycle(&procs::sort_keys(self.size.0, ui.by_cgroup), true);
                 ui.reversed = false;
             }
             KeyCode::Char('<') => {
-                ui.sort = ui.sort.prev();
+                ui.sort = ui
+                    .sort
+                    .cycle(&procs::sort_keys(self.size.0, ui.by_cgroup), false);
                 ui.reversed = false;
             }
+            KeyCode::Char('x') => ui.expand_workers = !ui.expand_workers,
             KeyCode::Char('r') => ui.reversed = !ui.reversed,
             KeyCode::Char('/') => ui.editing_filter = true,
             KeyCode::Char('c') => ui.cumulative = !ui.cumulative,
@@ -341,12 +350,23 @@ impl App {
         };
         match self.ui.focus {
             Focus::Processes => {
-                let rows = procs::visible(&self.shown, &self.ui);
+                // The processes in the table's order (a folded or cgroup row is no process).
+                let pids: Vec<u32> = if self.ui.by_cgroup {
+                    procs::visible(&self.shown, &self.ui)
+                        .iter()
+                        .map(|p| p.tgid)
+                        .collect()
+                } else {
+                    procs::entries(&self.shown, &self.ui)
+                        .iter()
+                        .filter_map(|e| e.pid(&self.ui))
+                        .collect()
+                };
                 let current = self
                     .ui
                     .selected_pid
-                    .and_then(|pid| rows.iter().position(|p| p.tgid == pid));
-                self.ui.selected_pid = step(current, rows.len()).map(|i| rows[i].tgid);
+                    .and_then(|pid| pids.iter().position(|&p| p == pid));
+                self.ui.selected_pid = step(current, pids.len()).map(|i| pids[i]);
             }
             Focus::Findings => {
                 let groups = findings::groups(&self.shown);
@@ -355,7 +375,7 @@ impl App {
                     step(current, groups.len()).map(|i| groups[i].key.clone());
             }
             Focus::Disks => {
-                let rows = disks::visible(&self.shown, &self.ui);
+                let rows = view::disks_in_view(&self.shown, &self.ui, self.size.1).rows;
                 let current = self
                     .ui
                     .selected_disk
@@ -883,6 +903,38 @@ mod tests {
         assert!(app.ui.reversed);
         press(&mut app, KeyCode::Char('>'));
         assert!(!app.ui.reversed, "a new column starts in its natural order");
+    }
+
+    #[test]
+    fn sorting_picks_only_columns_on_screen() {
+        let mut app = app();
+        app.size = (80, 24);
+        let mut seen = Vec::new();
+        for _ in 0..SortKey::ALL.len() {
+            press(&mut app, KeyCode::Char('s'));
+            seen.push(app.ui.sort);
+        }
+        // At 80 columns the sync p99 and time-in-D columns are not drawn.
+        assert!(!seen.contains(&SortKey::SyncP99), "{seen:?}");
+        assert!(!seen.contains(&SortKey::DState), "{seen:?}");
+        assert!(seen.contains(&SortKey::Amplification), "{seen:?}");
+        app.size = (120, 40);
+        app.ui.sort = SortKey::Amplification;
+        press(&mut app, KeyCode::Char('>'));
+        assert_eq!(app.ui.sort, SortKey::DState, "from 90 columns D is drawn");
+        press(&mut app, KeyCode::Char('<'));
+        press(&mut app, KeyCode::Char('<'));
+        assert_eq!(app.ui.sort, SortKey::SyncP99);
+    }
+
+    #[test]
+    fn x_expands_and_folds_kernel_workers() {
+        let mut app = app();
+        assert!(!app.ui.expand_workers);
+        press(&mut app, KeyCode::Char('x'));
+        assert!(app.ui.expand_workers);
+        press(&mut app, KeyCode::Char('x'));
+        assert!(!app.ui.expand_workers);
     }
 
     #[test]

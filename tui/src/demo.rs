@@ -44,25 +44,25 @@ const CATALOGUE: &[Step] = &[
         name: "healthy",
         xfs: false,
         args: &["healthy", "--dir", "{dir}"],
-        caption: "healthy I/O (aligned O_DIRECT, big sequential writes, a database-like mix): no finding, steady p99",
+        caption: "aligned O_DIRECT, big sequential writes, a database mix: no finding, steady p99",
     },
     Step {
         name: "small-sync",
         xfs: false,
         args: &["small-sync", "--dir", "{dir}", "--count", "100000000"],
-        caption: "128-byte appends, each fsynced: SYNC/s and AMP ~130x, CRIT write_amplification; Enter on it: jbd2 writes for it",
+        caption: "128 B fsynced appends: AMP ~130x, CRIT write_amplification; Enter: jbd2's share",
     },
     Step {
         name: "lab001",
         xfs: false,
         args: &["lab001", "--dir", "{dir}"],
-        caption: "bpf-perf-workshop lab001: every 200th write is 2 MiB; Enter on it, then H and l (sync): bimodal sync latency",
+        caption: "bpf-perf-workshop lab001, a 2 MiB write every 200th; Enter, H, l: bimodal syncs",
     },
     Step {
         name: "dio-tail",
         xfs: true,
         args: &["dio-tail", "--dir", "{dir}", "--count", "200"],
-        caption: "O_DIRECT appends from offset 3584: WARN sub_block_tail_write, the kernel zeroes 512 bytes after every write",
+        caption: "O_DIRECT appends from offset 3584: WARN sub_block_tail_write, 512 B zeroed each",
     },
     Step {
         name: "direct-io",
@@ -76,7 +76,7 @@ const CATALOGUE: &[Step] = &[
             "--reads",
             "20000",
         ],
-        caption: "plain 4 KiB O_DIRECT writes then reads: Tab to the disk, queue time vs device time side by side",
+        caption: "plain 4 KiB O_DIRECT writes then reads: Tab to the disk, queue vs device time",
     },
     Step {
         name: "aio-randwrite",
@@ -90,13 +90,13 @@ const CATALOGUE: &[Step] = &[
             "--seconds",
             "3600",
         ],
-        caption: "fio's libaio randwrite (2 jobs, 16 in flight): aqu-sz above 1; H then l for queue vs device time",
+        caption: "fio's libaio randwrite (2 jobs, 16 in flight): aqu-sz above 1; H, l: queue",
     },
     Step {
         name: "dstate",
         xfs: false,
         args: &["dstate", "--seconds", "3600"],
-        caption: "a parent blocked in vfork: the D state pane, WARN long_d_state after 5 s, and where it waits",
+        caption: "a parent blocked in vfork: the D state pane, where it waits, long_d_state at 5 s",
     },
 ];
 
@@ -226,6 +226,9 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// The last caption.
+const OVER: &str = "demo over: every step shown, the scratch filesystems go when you quit (q)";
+
 /// Runs the steps one after the other in this thread; captions go to `say`.
 fn drive(
     steps: &[&Step],
@@ -283,7 +286,7 @@ fn drive(
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
-    say("demo over: every step shown, the scratch filesystems go when you quit (q)".into());
+    say(OVER.into());
 }
 
 pub fn run(args: &Demo) -> Result<()> {
@@ -388,6 +391,39 @@ mod tests {
             err.contains("no demo step \"nope\"") && err.contains("aio-randwrite"),
             "{err}"
         );
+    }
+
+    /// A caption as the live view shows it on the key line.
+    fn caption(i: usize, step: &Step) -> String {
+        format!(
+            "demo {}/{} {}: {}",
+            i + 1,
+            CATALOGUE.len(),
+            step.name,
+            step.caption
+        )
+    }
+
+    #[test]
+    fn every_caption_fits_a_100x30_screen_whole() {
+        use ratatui::{Terminal, backend::TestBackend};
+        let captions = CATALOGUE
+            .iter()
+            .enumerate()
+            .map(|(i, step)| (step.name, caption(i, step)))
+            .chain(std::iter::once(("over", OVER.to_string())));
+        for (name, caption) in captions {
+            let mut app = crate::app::App::new(crate::view::UiState {
+                caption: Some(caption.clone()),
+                ..crate::view::UiState::default()
+            });
+            app.update(crate::model::fixtures::demo_snapshot());
+            let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+            app.draw(&mut terminal).unwrap();
+            let screen = crate::capture::screen_text(terminal.backend().buffer());
+            let last = screen.lines().last().unwrap_or_default();
+            assert_eq!(last.trim_end(), caption, "{name}: cut at 100 columns");
+        }
     }
 
     #[test]

@@ -280,6 +280,48 @@ impl Log2Hist {
         }
         out
     }
+
+    /// Percentiles read from the slots (each the upper bound of the slot the quantile falls
+    /// in, at most `max_ns`): coarser than a [`Histogram`]'s, for figures summed over
+    /// processes, whose fine histograms are not kept. No mean: the slots do not give one.
+    pub fn latency(&self, max_ns: u64) -> super::Latency {
+        let count = self.total();
+        let quantile = |q: f64| -> u64 {
+            #[expect(
+                clippy::cast_precision_loss,
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a rank among counts"
+            )]
+            let rank = ((count as f64) * q).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (slot, &n) in self.slots.iter().enumerate() {
+                seen += n;
+                if seen >= rank {
+                    let upper_ns = iotop_bpf_common::hist::slot_upper_us(slot as u32) * 1000;
+                    return upper_ns.min(max_ns.max(1));
+                }
+            }
+            max_ns
+        };
+        super::Latency {
+            count,
+            mean_ns: 0,
+            p50_ns: quantile(0.50),
+            p99_ns: quantile(0.99),
+            p999_ns: quantile(0.999),
+            max_ns,
+        }
+    }
+}
+
+/// Slot-wise sum: the histogram of two populations together.
+impl std::ops::AddAssign<&Log2Hist> for Log2Hist {
+    fn add_assign(&mut self, other: &Self) {
+        for (slot, n) in self.slots.iter_mut().zip(other.slots) {
+            *slot += n;
+        }
+    }
 }
 
 /// Request sizes in log2 byte buckets, for the exporter's size histogram: slot `i` counts
@@ -493,6 +535,26 @@ mod tests {
         merged.record(4096);
         merged.merge(&merged.clone());
         assert_eq!((merged.count(), merged.sum_bytes), (2, 8192));
+    }
+
+    #[test]
+    fn log2_histograms_add_and_give_slot_percentiles() {
+        let mut a = Log2Hist::default();
+        a.slots[4] = 90; // 8-16 us
+        let mut b = Log2Hist::default();
+        b.slots[4] = 9;
+        b.slots[10] = 1; // 512 us-1 ms
+        a += &b;
+        assert_eq!(a.total(), 100);
+        let lat = a.latency(900_000);
+        assert_eq!(lat.count, 100);
+        assert_eq!(lat.p50_ns, 16_000, "the upper bound of 8-16 us");
+        assert_eq!(lat.p99_ns, 16_000, "99 of 100 are in the first slot");
+        assert_eq!(
+            lat.p999_ns, 900_000,
+            "the slowest slot, at most the maximum"
+        );
+        assert_eq!(Log2Hist::default().latency(0).p99_ns, 0);
     }
 
     #[test]

@@ -564,6 +564,86 @@ impl ProcFigures {
         self.reads + self.writes + self.others
     }
 
+    /// What makes a process worth a row in the live view: requests, write-back it caused, sync
+    /// calls, time in D, or waits before its requests.
+    pub fn active(&self) -> bool {
+        self.ios() > 0
+            || self.writeback_bytes > 0
+            || self.sync.syncs > 0
+            || self.dstate_ns > 0
+            || self.waited()
+    }
+
+    /// Adds another process's figures to these (a group of processes: a cgroup, kernel
+    /// workers of one kind). Counts, bytes, histograms and time sum; maxima take the larger;
+    /// the percentiles are left as they were: [`ProcFigures::sum`] reads them from the summed
+    /// histograms. What is per process and does not sum (request sizes, files, parties,
+    /// settled populations) stays empty.
+    pub fn add(&mut self, f: &Self) {
+        self.reads += f.reads;
+        self.writes += f.writes;
+        self.others += f.others;
+        self.flushes += f.flushes;
+        self.read_bytes += f.read_bytes;
+        self.write_bytes += f.write_bytes;
+        self.writeback_bytes += f.writeback_bytes;
+        self.wrote_back_bytes += f.wrote_back_bytes;
+        self.logical_write_bytes += f.logical_write_bytes;
+        self.fua_writes += f.fua_writes;
+        self.dstate_ns += f.dstate_ns;
+        self.sequential += f.sequential;
+        self.sync.syncs += f.sync.syncs;
+        self.sync.time_ns += f.sync.time_ns;
+        self.latency.max_ns = self.latency.max_ns.max(f.latency.max_ns);
+        self.queue.max_ns = self.queue.max_ns.max(f.queue.max_ns);
+        self.device.max_ns = self.device.max_ns.max(f.device.max_ns);
+        self.sync.latency.max_ns = self.sync.latency.max_ns.max(f.sync.latency.max_ns);
+        self.total_hist += &f.total_hist;
+        self.queue_hist += &f.queue_hist;
+        self.device_hist += &f.device_hist;
+        self.sync.hist += &f.sync.hist;
+        // The wait before the request: pauses and call time sum; the group's call
+        // percentiles are its worst member's (members' percentiles do not merge).
+        if f.waited() {
+            let mut calls = self.waits.calls.clone();
+            let mut dirty = self.waits.dirty;
+            dirty.pauses += f.waits.dirty.pauses;
+            dirty.pause_ns += f.waits.dirty.pause_ns;
+            calls.time_ns += f.waits.calls.time_ns;
+            calls.prequeue_ns += f.waits.calls.prequeue_ns;
+            let (group, member) = (&mut calls.latency, &f.waits.calls.latency);
+            let count = group.count + member.count;
+            if count > 0 {
+                group.mean_ns = u64::try_from(
+                    (u128::from(group.mean_ns) * u128::from(group.count)
+                        + u128::from(member.mean_ns) * u128::from(member.count))
+                        / u128::from(count),
+                )
+                .unwrap_or(u64::MAX);
+            }
+            group.count = count;
+            group.p50_ns = group.p50_ns.max(member.p50_ns);
+            group.p99_ns = group.p99_ns.max(member.p99_ns);
+            group.p999_ns = group.p999_ns.max(member.p999_ns);
+            self.waits = Waits::new(calls, dirty);
+        }
+    }
+
+    /// The figures of a group of processes: [`ProcFigures::add`] over the members, then the
+    /// percentiles read from the summed log2 histograms (the upper bound of a slot: coarser
+    /// than a process's own).
+    pub fn sum<'a>(members: impl IntoIterator<Item = &'a Self>) -> Self {
+        let mut sum = Self::default();
+        for f in members {
+            sum.add(f);
+        }
+        sum.latency = sum.total_hist.latency(sum.latency.max_ns);
+        sum.queue = sum.queue_hist.latency(sum.queue.max_ns);
+        sum.device = sum.device_hist.latency(sum.device.max_ns);
+        sum.sync.latency = sum.sync.hist.latency(sum.sync.latency.max_ns);
+        sum
+    }
+
     /// Nothing happened: no request, write, call (settled or not), charge, pause or time in D.
     pub fn is_quiet(&self) -> bool {
         let s = &self.sync;

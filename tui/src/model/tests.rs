@@ -1068,3 +1068,27 @@ fn fua_writes_are_counted_per_process_where_the_disk_honours_them() {
     let nvme = snap.disks.iter().find(|d| d.dev == NVME).unwrap();
     assert!(nvme.geometry.fua);
 }
+
+#[test]
+fn a_group_of_processes_sums_its_members() {
+    let snap = fixtures::demo_snapshot();
+    let members: Vec<&ProcFigures> = snap.procs.iter().map(|p| &p.interval).collect();
+    let sum = ProcFigures::sum(members.iter().copied());
+    let total = |f: fn(&ProcFigures) -> u64| members.iter().map(|m| f(m)).sum::<u64>();
+    assert_eq!(sum.reads, total(|f| f.reads));
+    assert_eq!(sum.writes, total(|f| f.writes));
+    assert_eq!(
+        sum.write_bytes_caused(),
+        total(ProcFigures::write_bytes_caused)
+    );
+    assert_eq!(sum.sync.syncs, total(|f| f.sync.syncs));
+    assert_eq!(sum.dstate_ns, total(|f| f.dstate_ns));
+    assert_eq!(sum.total_hist.total(), total(|f| f.total_hist.total()));
+    assert_eq!(sum.device_hist.total(), total(|f| f.device_hist.total()));
+    assert_eq!(sum.latency.count, sum.total_hist.total());
+    let max = members.iter().map(|m| m.latency.max_ns).max().unwrap();
+    assert_eq!(sum.latency.max_ns, max);
+    assert!(sum.latency.p99_ns <= max && sum.latency.p50_ns > 0);
+    assert!(sum.active());
+    assert!(!ProcFigures::default().active());
+}

@@ -13,17 +13,30 @@ use ratatui::{
     layout::Rect,
     style::{Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Borders, Paragraph},
+    widgets::Paragraph,
 };
 
 use super::{
-    Focus, Theme, UiState, text,
+    Focus, Theme, UiState, table, text,
     theme::{SELECTED_SYMBOL, focus_mark},
 };
 use crate::model::{
     Dev, Snapshot,
     findings::{Finding, FindingKind, Severity},
 };
+
+/// The worst active finding of each process that has one: one pass over the findings, for
+/// tables that ask for every row.
+pub fn severities(snap: &Snapshot) -> std::collections::HashMap<u32, Severity> {
+    let mut out = std::collections::HashMap::new();
+    for f in snap.findings.iter().filter(|f| f.active) {
+        if let Some(tgid) = f.tgid {
+            let worst = out.entry(tgid).or_insert(f.severity);
+            *worst = (*worst).max(f.severity);
+        }
+    }
+    out
+}
 
 /// The worst active finding about a process, for marking its row.
 pub fn severity_of(snap: &Snapshot, tgid: u32) -> Option<Severity> {
@@ -250,20 +263,7 @@ pub fn line(group: &Group, now_ns: u64, width: usize, theme: &Theme) -> Line<'st
     }
     spans.push(Span::styled(numbers, dim(Style::new())));
     // Whatever the budgets gave, never past the width: cut from the end, saying so.
-    let mut line = Line::from(spans);
-    while line.width() > width && !line.spans.is_empty() {
-        let last = line.spans.len() - 1;
-        let keep = line.spans[last]
-            .width()
-            .saturating_sub(line.width() - width);
-        let cut = text::elide(&line.spans[last].content, keep);
-        if cut.is_empty() {
-            line.spans.pop();
-        } else {
-            line.spans[last].content = cut.into();
-        }
-    }
-    line
+    text::fit(Line::from(spans), width)
 }
 
 /// `Findings: 1 active, 3 ended · +2 more`.
@@ -289,7 +289,9 @@ pub fn window(total: usize, rows: usize, selected: Option<usize>) -> std::ops::R
     start..start + rows
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+/// The pane's lines in `area`: the title (counts, `+N more`, a hint when it fits), then
+/// one line per finding in view, the selection among them.
+pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
     let groups = groups(snap);
     let focused = ui.focus == Focus::Findings;
     let rows = usize::from(area.height.saturating_sub(1));
@@ -307,32 +309,32 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     let title = if text::width(&title) + text::width(hint) + 2 <= width {
         format!("{title}─ {hint}")
     } else {
-        text::elide(&title, width.saturating_sub(1))
+        title
     };
-    let block = Block::new()
-        .borders(Borders::TOP)
-        .title(Line::styled(title, style));
+    let mut out = vec![table::title_line(vec![Span::styled(title, style)], width)];
     // Room for the selection mark when the pane is focused, as the tables do.
     let line_width = if focused {
         width.saturating_sub(1)
     } else {
         width
     };
-    let lines: Vec<Line> = window
-        .map(|i| {
-            let mut line = line(&groups[i], snap.now_ns, line_width, theme);
-            if focused {
-                let chosen = Some(i) == selected;
-                line.spans
-                    .insert(0, Span::raw(if chosen { SELECTED_SYMBOL } else { " " }));
-                if chosen {
-                    line = line.patch_style(theme.selected.add_modifier(Modifier::BOLD));
-                }
+    out.extend(window.map(|i| {
+        let mut line = line(&groups[i], snap.now_ns, line_width, theme);
+        if focused {
+            let chosen = Some(i) == selected;
+            line.spans
+                .insert(0, Span::raw(if chosen { SELECTED_SYMBOL } else { " " }));
+            if chosen {
+                line = line.patch_style(theme.selected.add_modifier(Modifier::BOLD));
             }
-            line
-        })
-        .collect();
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+        }
+        line
+    }));
+    out
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    frame.render_widget(Paragraph::new(lines(snap, ui, theme, area)), area);
 }
 
 #[cfg(test)]

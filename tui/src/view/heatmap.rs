@@ -15,11 +15,11 @@ use ratatui::{
     layout::Rect,
     style::Style,
     text::{Line, Span},
-    widgets::{Block, Borders, Paragraph},
+    widgets::Paragraph,
 };
 
 use super::{
-    Focus, HeatKind, Theme, UiState, buckets, disks, procs,
+    Focus, HeatKind, Theme, UiState, buckets, disks, procs, table, text,
     trend::{SHADES, Shading, count, sparkline},
 };
 use crate::{
@@ -211,27 +211,32 @@ fn axis(columns: usize, interval_ns: u64) -> String {
     std::iter::once('└').chain(chars).collect()
 }
 
-pub fn render(
-    frame: &mut Frame,
-    area: Rect,
+/// The pane's lines in `area`: the title (what the shades count), the sparklines, the
+/// map and its time axis.
+pub fn lines(
     snap: &Snapshot,
     history: &History,
     ui: &UiState,
     theme: &Theme,
-) {
-    let block = Block::new().borders(Borders::TOP);
+    area: Rect,
+) -> Vec<Line<'static>> {
+    let width = usize::from(area.width);
     let Some(subject) = subject(snap, ui) else {
-        frame.render_widget(
-            Paragraph::new("no block I/O yet")
-                .style(theme.dim)
-                .block(block.title(Line::styled(" Heat map ", theme.title))),
-            area,
-        );
-        return;
+        let mut out = vec![table::title_line(
+            vec![Span::styled(" Heat map ", theme.title)],
+            width,
+        )];
+        if area.height > 1 {
+            out.push(text::fit(
+                Line::styled("no block I/O yet", theme.dim),
+                width,
+            ));
+        }
+        return out;
     };
     let kind = effective_kind(&subject, ui.heat_kind);
-    let inner = block.inner(area);
-    let columns = usize::from(inner.width.saturating_sub(LABEL_WIDTH + 1));
+    let inner_height = area.height.saturating_sub(1);
+    let columns = usize::from(area.width.saturating_sub(LABEL_WIDTH + 1));
     let frames: Vec<&HistFrame> = history.frames_until(snap.seq, columns).collect();
     // The longest interval is the set one: the last of a run (cut by quit) may be shorter.
     let interval_ns = frames
@@ -265,46 +270,65 @@ pub fn render(
         ", {} shown, 1 col = {step_secs:.1}s (l: kind)",
         units::elapsed(span_ns).trim_start_matches("0:")
     );
-    if inner.height < 3 || columns == 0 {
-        return;
-    }
-    let mut lines: Vec<Line> = Vec::new();
-
-    // Sparklines of the subject's rates and p99, one row, side by side.
-    let spark_row = inner.height >= 5;
-    if spark_row {
-        let all = series(&frames, &subject, kind);
-        let each = usize::from(inner.width) / 3;
-        let mut spans = Vec::new();
-        for (label, values, show) in all {
-            let last = show(values.last().copied().unwrap_or(0.0));
-            let width = each.saturating_sub(label.len() + last.len() + 3).max(1);
-            spans.push(Span::styled(format!("{label} "), theme.key));
-            spans.push(Span::styled(sparkline(&values, width), theme.device_bar));
-            spans.push(Span::raw(format!(" {last:<w$}", w = last.len() + 1)));
-        }
-        lines.push(Line::from(spans));
-    }
-
-    let rows = usize::from(inner.height) - usize::from(spark_row) - 1;
-    // The rows span the range observed in view (see `buckets`): from its low percentile to
-    // its maximum, outliers in the top row when the pane is short.
+    let mut lines: Vec<Line<'static>> = Vec::new();
     let used_refs: Vec<&Log2Hist> = used.iter().collect();
+    let spark_row = inner_height >= 5;
+    let rows = usize::from(inner_height).saturating_sub(usize::from(spark_row) + 1);
     let plan = buckets::plan(&used_refs, rows);
-    if plan.is_empty() {
-        lines.push(Line::styled(
-            "  nothing in view yet for this subject",
-            theme.dim,
-        ));
-        frame.render_widget(Paragraph::new(lines), inner);
-        return;
-    }
     let max = used
         .iter()
         .flat_map(|h| plan.iter().map(move |b| b.count(h)))
         .max()
         .unwrap_or(0);
     let shading = Shading::new(max);
+    // The title says what the shades count; the details go first when the line is short.
+    let mut legend = String::from(" ");
+    for (level, min) in shading.thresholds().iter().enumerate() {
+        if let Some(min) = min {
+            legend.push_str(&format!("{}{} ", SHADES[level + 1], count(*min)));
+        }
+    }
+    let title = [format!("{base}{detail} "), format!("{base} ")]
+        .into_iter()
+        .find(|t| t.chars().count() + legend.chars().count() + 4 <= width)
+        .unwrap_or_else(|| format!("{base} "));
+    let title_line = table::title_line(
+        vec![
+            Span::styled(title, theme.title),
+            Span::raw("─"),
+            Span::styled(legend, theme.dim),
+        ],
+        width,
+    );
+    if inner_height < 3 || columns == 0 {
+        return vec![title_line];
+    }
+
+    // Sparklines of the subject's rates and p99, one row, side by side.
+    if spark_row {
+        let all = series(&frames, &subject, kind);
+        let each = width / 3;
+        let mut spans = Vec::new();
+        for (label, values, show) in all {
+            let last = show(values.last().copied().unwrap_or(0.0));
+            let w = each.saturating_sub(label.len() + last.len() + 3).max(1);
+            spans.push(Span::styled(format!("{label} "), theme.key));
+            spans.push(Span::styled(sparkline(&values, w), theme.device_bar));
+            spans.push(Span::raw(format!(" {last:<w$}", w = last.len() + 1)));
+        }
+        lines.push(text::fit(Line::from(spans), width));
+    }
+
+    // The rows span the range observed in view (see `buckets`): from its low percentile to
+    // its maximum, outliers in the top row when the pane is short.
+    if plan.is_empty() {
+        lines.push(text::fit(
+            Line::styled("  nothing in view yet for this subject", theme.dim),
+            width,
+        ));
+        lines.insert(0, title_line);
+        return lines;
+    }
     let pad = columns - hists.len();
     for bucket in plan.iter().rev() {
         let label = buckets::floor_label(bucket, &used_refs);
@@ -330,40 +354,32 @@ pub fn render(
         if !run.is_empty() {
             spans.push(Span::styled(run, heat_style(theme, run_level)));
         }
-        lines.push(Line::from(spans));
+        lines.push(text::fit(Line::from(spans), width));
     }
     // Empty rows above the slowest bucket, so the axis stays at the bottom.
-    while lines.len() < usize::from(inner.height) - 1 {
+    while lines.len() < usize::from(inner_height) - 1 {
         lines.insert(usize::from(spark_row), Line::raw(""));
     }
-    let mut legend = vec![Span::raw(format!(
+    let mut axis_line = vec![Span::raw(format!(
         "{:>w$}",
         "",
         w = usize::from(LABEL_WIDTH)
     ))];
-    legend.push(Span::styled(axis(columns, interval_ns), theme.dim));
-    lines.push(Line::from(legend));
-    frame.render_widget(Paragraph::new(lines), inner);
-    // The title says what the shades count; the details go first when the line is short.
-    let mut legend = String::from(" ");
-    for (level, min) in shading.thresholds().iter().enumerate() {
-        if let Some(min) = min {
-            legend.push_str(&format!("{}{} ", SHADES[level + 1], count(*min)));
-        }
-    }
-    let width = usize::from(area.width);
-    let title = [format!("{base}{detail} "), format!("{base} ")]
-        .into_iter()
-        .find(|t| t.chars().count() + legend.chars().count() + 4 <= width)
-        .unwrap_or_else(|| format!("{base} "));
-    frame.render_widget(
-        Line::from(vec![
-            Span::styled(title, theme.title),
-            Span::raw("─"),
-            Span::styled(legend, theme.dim),
-        ]),
-        Rect { height: 1, ..area },
-    );
+    axis_line.push(Span::styled(axis(columns, interval_ns), theme.dim));
+    lines.push(text::fit(Line::from(axis_line), width));
+    lines.insert(0, title_line);
+    lines
+}
+
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    history: &History,
+    ui: &UiState,
+    theme: &Theme,
+) {
+    frame.render_widget(Paragraph::new(lines(snap, history, ui, theme, area)), area);
 }
 
 fn heat_style(theme: &Theme, level: usize) -> Style {

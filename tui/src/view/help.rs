@@ -15,8 +15,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Tab", "switch pane: processes / findings / disks"),
     ("↑ ↓ j k", "select a row; Home End: first / last"),
     ("Enter", "open the process (syncs, files) or the finding"),
-    ("s, < >", "next sort column; the column left / right"),
-    ("r", "reverse the sort"),
+    ("s < >, r", "next / left / right sort column; r reverses"),
     ("H", "heat map of the selection's latency over time"),
     ("l", "heat map of total / queue / device / sync time"),
     ("[ ] ← →", "step through past intervals (pauses)"),
@@ -24,6 +23,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter: command name or pid; Enter applies"),
     ("c", "totals since start instead of this interval"),
     ("C", "one row per cgroup (container, pod, unit)"),
+    ("x", "kernel workers one row each / one per kind"),
     ("Esc", "clear selection and filter"),
     ("?", "this help"),
 ];

@@ -5,16 +5,16 @@
 use iotop_bpf_common::hist::SLOTS;
 use ratatui::{
     Frame,
-    layout::{Constraint, Layout, Rect},
+    layout::Rect,
     style::Style,
     text::{Line, Span},
-    widgets::{Block, Borders, Paragraph},
+    widgets::Paragraph,
 };
 
 use super::{
     Focus, Theme, UiState,
     buckets::{self, Bucket},
-    disks, procs,
+    disks, procs, table, text,
 };
 use crate::{
     model::{CallFigures, Latency, Log2Hist, Snapshot},
@@ -115,7 +115,7 @@ pub fn slot_label(slot: usize) -> String {
 }
 
 /// One side's bars: a row per bucket of `plan` (see [`buckets`]), the slowest at the bottom,
-/// as biolatency prints them.
+/// as biolatency prints them. `width`: the side's columns, one of them left as a gap.
 fn bars<'a>(hist: &Log2Hist, plan: &[Bucket], width: u16, style: Style) -> Vec<Line<'a>> {
     let most = plan.iter().map(|b| b.count(hist)).max().unwrap_or(0).max(1);
     let bar_width = usize::from(width.saturating_sub(21));
@@ -134,18 +134,57 @@ fn bars<'a>(hist: &Log2Hist, plan: &[Bucket], width: u16, style: Style) -> Vec<L
         .collect()
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+/// The queue side's scheduler line in `width` columns: btt's split of the queue time,
+/// `mq-deadline G2I 1.5us I2D 1.6us avg (38% of requests)`, in the longest form that fits
+/// (then without `avg`, then without the scheduler's name), never cut into the device side.
+fn scheduler_line(
+    name: &str,
+    g2i: u64,
+    i2d: u64,
+    share: u64,
+    width: usize,
+    theme: &Theme,
+) -> Line<'static> {
+    let split = format!("G2I {} I2D {}", units::latency(g2i), units::latency(i2d));
+    let forms = [
+        (Some(name), format!("{split} avg ({share}% of requests)")),
+        (Some(name), format!("{split} avg ({share}%)")),
+        (Some(name), format!("{split} ({share}%)")),
+        (None, format!("{split} ({share}%)")),
+        (None, split.clone()),
+    ];
+    let line = |(name, rest): &(Option<&str>, String)| match name {
+        Some(name) => Line::from(vec![
+            Span::styled(format!("{name} "), theme.key),
+            Span::raw(rest.clone()),
+        ]),
+        None => Line::raw(rest.clone()),
+    };
+    let fitting = forms
+        .iter()
+        .map(line)
+        .find(|l| l.width() <= width)
+        .unwrap_or_else(|| line(&forms[forms.len() - 1]));
+    text::fit(fitting, width)
+}
+
+/// The pane's lines in `area`: the title, the calls line of a process with direct I/O
+/// calls, then queue time and device time side by side, each side's lines fitted to its
+/// half with a column to spare, so one side never runs into the other.
+pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
+    let width = usize::from(area.width);
     let Some(s) = subject(snap, ui) else {
-        let block = Block::new()
-            .borders(Borders::TOP)
-            .title(Line::styled(" Latency ", theme.title));
-        frame.render_widget(
-            Paragraph::new("no block I/O yet")
-                .style(theme.dim)
-                .block(block),
-            area,
-        );
-        return;
+        let mut out = vec![table::title_line(
+            vec![Span::styled(" Latency ", theme.title)],
+            width,
+        )];
+        if area.height > 1 {
+            out.push(text::fit(
+                Line::styled("no block I/O yet", theme.dim),
+                width,
+            ));
+        }
+        return out;
     };
     let title = format!(
         " Latency {}: p50 {} p99 {} p99.9 {} max {} n={} ",
@@ -156,12 +195,14 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
         units::latency(s.total.max_ns),
         s.total.count,
     );
-    let block = Block::new()
-        .borders(Borders::TOP)
-        .title(Line::styled(title, theme.title));
-    let mut inner = block.inner(area);
-    frame.render_widget(block, area);
-    if let Some(calls) = &s.calls {
+    let mut out = vec![table::title_line(
+        vec![Span::styled(title, theme.title)],
+        width,
+    )];
+    let mut height = usize::from(area.height.saturating_sub(1));
+    if let Some(calls) = &s.calls
+        && height > 0
+    {
         // Its direct I/O calls, entry to completion, next to its requests: what the requests
         // do not show (the wait before the request).
         let line = Line::from(vec![
@@ -175,47 +216,63 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
                 calls.prequeue_share() * 100.0,
             )),
         ]);
-        let [top, rest] =
-            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
-        frame.render_widget(Paragraph::new(line), top);
-        inner = rest;
+        out.push(text::fit(line, width));
+        height -= 1;
     }
-    let [left, right] =
-        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(inner);
+    let left = area.width / 2;
+    let right = area.width - left;
     let header_rows = if s.scheduler.is_some() { 2 } else { 1 };
-    let rows = usize::from(inner.height.saturating_sub(header_rows));
-    for (area, label, lat, hist, style) in [
+    let rows = height.saturating_sub(header_rows);
+    let mut sides: Vec<Vec<Line<'static>>> = Vec::new();
+    for (side, label, lat, hist, style) in [
         (left, "queue", s.queue, &s.queue_hist, theme.queue_bar),
         (right, "device", s.device, &s.device_hist, theme.device_bar),
     ] {
-        let mut lines = vec![Line::from(vec![
-            Span::styled(format!("{label} "), theme.key),
-            Span::raw(format!(
-                "p50 {} p99 {}",
-                units::latency(lat.p50_ns),
-                units::latency(lat.p99_ns)
-            )),
-        ])];
+        // A column of each side is left blank: the sides never touch.
+        let room = usize::from(side.saturating_sub(1));
+        let mut lines = vec![text::fit(
+            Line::from(vec![
+                Span::styled(format!("{label} "), theme.key),
+                Span::raw(format!(
+                    "p50 {} p99 {}",
+                    units::latency(lat.p50_ns),
+                    units::latency(lat.p99_ns)
+                )),
+            ]),
+            room,
+        )];
         if let Some((name, g2i, i2d, share)) = &s.scheduler {
             // The same row on both sides, so the bars stay aligned.
             lines.push(if label == "queue" {
-                Line::from(vec![
-                    Span::styled(format!("{name} "), theme.key),
-                    Span::raw(format!(
-                        "G2I {} I2D {} avg ({share}%)",
-                        units::latency(*g2i),
-                        units::latency(*i2d)
-                    )),
-                ])
+                scheduler_line(name, *g2i, *i2d, *share, room, theme)
             } else {
-                Line::styled("(D2C)", theme.dim)
+                text::fit(Line::styled("(D2C)", theme.dim), room)
             });
         }
         // Each side's rows span its own range: queue time is often octaves below device time.
         let plan = buckets::plan(&[hist], rows);
-        lines.extend(bars(hist, &plan, area.width, style));
-        frame.render_widget(Paragraph::new(lines), area);
+        lines.extend(
+            bars(hist, &plan, side, style)
+                .into_iter()
+                .map(|l| text::fit(l, room)),
+        );
+        lines.truncate(height);
+        sides.push(lines);
     }
+    let rows_out = sides.iter().map(Vec::len).max().unwrap_or(0);
+    for i in 0..rows_out {
+        let l = sides[0].get(i).cloned().unwrap_or_default();
+        let mut line = text::pad(l, usize::from(left));
+        if let Some(r) = sides[1].get(i) {
+            line.spans.extend(r.spans.iter().cloned());
+        }
+        out.push(line);
+    }
+    out
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    frame.render_widget(Paragraph::new(lines(snap, ui, theme, area)), area);
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod latency;
 pub mod procs;
 mod state;
 pub mod status;
+pub mod table;
 pub mod text;
 pub mod theme;
 pub mod trend;
@@ -36,7 +37,7 @@ use ratatui::{
 };
 
 pub use self::{
-    state::{Focus, HeatKind, Link, SortKey, UiState},
+    state::{Focus, HeatKind, Link, OrderOf, RowKey, SortKey, Steady, UiState},
     theme::Theme,
 };
 use crate::{history::History, model::Snapshot};
@@ -45,11 +46,152 @@ use crate::{history::History, model::Snapshot};
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 16;
 
+/// Below this many rows space is short: optional panes shrink and idle disks hide, so the
+/// processes keep room.
+pub const COMPACT_HEIGHT: u16 = 30;
+
+/// Where each pane goes on the screen (a pane not shown has no rows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Panes {
+    pub status: Rect,
+    pub disks: Rect,
+    pub procs: Rect,
+    pub findings: Rect,
+    pub dstate: Rect,
+    /// The latency histograms, or the heat map (`H`).
+    pub latency: Rect,
+    pub keys: Rect,
+    /// Everything between the status line and the key line: where the drill-down and a
+    /// finding's text go.
+    pub body: Rect,
+}
+
+/// Rows each pane would like.
+#[derive(Clone, Copy, Debug)]
+struct Wants {
+    disks: u16,
+    procs: u16,
+    findings: u16,
+    dstate: u16,
+    latency: u16,
+}
+
+/// The fewest rows the latency pane gives up to others: its title, the queue/device line
+/// and four rows of bars.
+const LATENCY_FLOOR: u16 = 6;
+
+/// Rows of each pane, top to bottom (status, disks, processes, findings, D state, latency,
+/// keys), adding up to `height` exactly. The processes first get up to a fifth of the
+/// screen. When everything wanted does not fit, panes give rows up in this order, each down to a floor: the latency pane (to six rows), the D state
+/// (to its sentence), the findings (to two lines), the disks (to one row), the processes (to
+/// one row), then the latency pane again (to its title and two rows). Rows to spare go to
+/// the processes as far as they have rows to show, then to the latency pane.
+fn heights(height: u16, want: Wants) -> [u16; 7] {
+    let avail = height.saturating_sub(2);
+    let mut rows = [
+        want.disks,
+        // The processes are the table people read: a fifth of the screen before the
+        // optional panes give anything up.
+        want.procs.min(height / 5 + 2),
+        want.findings,
+        want.dstate,
+        want.latency,
+    ];
+    // (pane, floor) in the order they give rows up.
+    let steps = [
+        (4, LATENCY_FLOOR.min(want.latency)),
+        (3, want.dstate.min(2)),
+        (2, want.findings.min(3)),
+        (0, want.disks.min(3)),
+        (1, 3),
+        (4, 3),
+        (2, 0),
+        (3, 0),
+        (0, 0),
+        (4, 0),
+        (1, 0),
+    ];
+    for (pane, floor) in steps {
+        while rows.iter().sum::<u16>() > avail && rows[pane] > floor {
+            rows[pane] -= 1;
+        }
+    }
+    let spare = avail.saturating_sub(rows.iter().sum::<u16>());
+    let more = spare.min(want.procs.saturating_sub(rows[1]));
+    rows[1] += more;
+    rows[4] += spare - more;
+    [1, rows[0], rows[1], rows[2], rows[3], rows[4], 1]
+}
+
+/// Disks in view on a screen `height` rows high.
+pub fn disks_in_view<'a>(snap: &'a Snapshot, ui: &UiState, height: u16) -> disks::InView<'a> {
+    disks::shown(snap, ui, height < COMPACT_HEIGHT)
+}
+
+/// The panes' places on a screen of `area` (`None`: too small to draw them).
+pub fn layout(area: Rect, snap: &Snapshot, ui: &UiState) -> Option<Panes> {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return None;
+    }
+    let in_view = disks_in_view(snap, ui, area.height);
+    // A title, and a header and the rows when there are rows.
+    let disk_rows = match u16::try_from(in_view.rows.len()).unwrap_or(u16::MAX) {
+        0 => 1,
+        n => n + 2,
+    };
+    // Below 30 rows the optional panes shrink so the processes keep room.
+    let compact = area.height < COMPACT_HEIGHT;
+    // Findings are the story of an incident: more of them as the screen grows.
+    let most_findings = match area.height {
+        0..30 => 2,
+        30..50 => 4,
+        _ => 6,
+    };
+    let finding_rows = findings::wanted_rows(snap, most_findings);
+    let rows = heights(
+        area.height,
+        Wants {
+            disks: disk_rows,
+            procs: u16::try_from(procs::entries(snap, ui).len())
+                .unwrap_or(u16::MAX)
+                .saturating_add(2),
+            findings: finding_rows,
+            dstate: dstate::wanted_rows(snap, compact),
+            // A third of the screen; compact, with findings or threads in D to show, six:
+            // four rows of bars under its title and the queue/device line (fewer cannot show
+            // a range of more than two octaves).
+            latency: if compact && finding_rows + dstate::wanted_rows(snap, true) > 0 {
+                LATENCY_FLOOR
+            } else {
+                (area.height / 3).clamp(7, 16)
+            },
+        },
+    );
+    let [status, disks, procs, findings, dstate, latency, keys] =
+        Layout::vertical(rows.map(Constraint::Length)).areas(area);
+    let body = Rect {
+        y: area.y + 1,
+        height: area.height.saturating_sub(2),
+        ..area
+    };
+    Some(Panes {
+        status,
+        disks,
+        procs,
+        findings,
+        dstate,
+        latency,
+        keys,
+        body,
+    })
+}
+
 /// Draws the whole screen: `snap` is the interval on screen (the newest, or a past one while
-/// stepping back), `history` what came before it (sparklines, heat maps).
+/// stepping back), `history` what came before it (sparklines, heat maps). Each pane draws
+/// the lines it laid out for its place, nothing more.
 pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiState, theme: &Theme) {
     let area = frame.area();
-    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+    let Some(panes) = layout(area, snap, ui) else {
         let msg = format!(
             "Terminal too small: {}x{}, iotop-bpf needs at least {MIN_WIDTH}x{MIN_HEIGHT}. Enlarge it or press q.",
             area.width, area.height
@@ -59,78 +201,27 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
             area,
         );
         return;
-    }
-    let disk_rows = u16::try_from(snap.disks.len())
-        .unwrap_or(u16::MAX)
-        .clamp(1, 6);
-    // Below 30 rows the optional panes shrink so the processes keep room.
-    let compact = area.height < 30;
-    // Findings are the story of an incident: more of them as the screen grows.
-    let most_findings = match area.height {
-        0..30 => 2,
-        30..50 => 4,
-        _ => 6,
     };
-    let finding_rows = findings::wanted_rows(snap, most_findings);
-    let dstate_rows = dstate::wanted_rows(snap, compact);
-    // The latency pane gets a third of the screen, plus whatever the processes do not need.
-    let proc_rows = u16::try_from(procs::visible(snap, ui).len())
-        .unwrap_or(u16::MAX)
-        .max(3);
-    let spare = area
-        .height
-        .saturating_sub(1 + disk_rows + 2 + proc_rows + 2 + finding_rows + dstate_rows + 1);
-    // Compact, it still gets four rows of bars (under its title and the queue/device line):
-    // fewer cannot show a range of more than two octaves.
-    let latency_base = if compact && finding_rows + dstate_rows > 0 {
-        6
-    } else {
-        (area.height / 3).clamp(7, 16)
-    };
-    let latency_rows = latency_base.max(spare);
-    let [
-        status_area,
-        disks_area,
-        procs_area,
-        findings_area,
-        dstate_area,
-        latency_area,
-        keys_area,
-    ] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(disk_rows + 2),
-        Constraint::Min(5),
-        Constraint::Length(finding_rows),
-        Constraint::Length(dstate_rows),
-        Constraint::Length(latency_rows),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    status::render(frame, status_area, snap, ui, theme);
-    disks::render(frame, disks_area, snap, history, ui, theme);
-    procs::render(frame, procs_area, snap, ui, theme);
-    if finding_rows > 0 {
-        findings::render(frame, findings_area, snap, ui, theme);
+    status::render(frame, panes.status, snap, ui, theme);
+    let in_view = disks_in_view(snap, ui, area.height);
+    disks::render(frame, panes.disks, snap, history, ui, theme, &in_view);
+    procs::render(frame, panes.procs, snap, ui, theme);
+    if panes.findings.height > 0 {
+        findings::render(frame, panes.findings, snap, ui, theme);
     }
-    if dstate_rows > 0 {
-        dstate::render(frame, dstate_area, snap, theme);
+    if panes.dstate.height > 0 {
+        dstate::render(frame, panes.dstate, snap, theme);
     }
     if ui.show_heatmap {
-        heatmap::render(frame, latency_area, snap, history, ui, theme);
+        heatmap::render(frame, panes.latency, snap, history, ui, theme);
     } else {
-        latency::render(frame, latency_area, snap, ui, theme);
+        latency::render(frame, panes.latency, snap, ui, theme);
     }
-    status::render_keys(frame, keys_area, ui, theme);
-    // Everything between the status line and the key line.
-    let body = Rect {
-        y: area.y + 1,
-        height: area.height.saturating_sub(2),
-        ..area
-    };
+    status::render_keys(frame, panes.keys, ui, theme);
     if ui.show_finding {
-        finding::render(frame, body, snap, ui, theme);
+        finding::render(frame, panes.body, snap, ui, theme);
     } else if ui.show_detail {
-        detail::render(frame, body, snap, ui, theme);
+        detail::render(frame, panes.body, snap, ui, theme);
     }
     if ui.show_help {
         help::render(frame, area, theme);
@@ -138,4 +229,37 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
 }
 
 #[cfg(test)]
+mod recorded_tests;
+#[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn pane_heights_add_up_and_give_way_in_order() {
+        let want = Wants {
+            disks: 6,
+            procs: 14,
+            findings: 5,
+            dstate: 6,
+            latency: 10,
+        };
+        for height in MIN_HEIGHT..=80 {
+            let rows = heights(height, want);
+            assert_eq!(rows.iter().sum::<u16>(), height, "{height}: {rows:?}");
+            assert!(
+                rows[2] >= 3.min(height - MIN_HEIGHT + 3),
+                "{height}: {rows:?}"
+            );
+        }
+        // 30 rows: the latency pane gives up rows first, to its floor; the D state next.
+        assert_eq!(heights(30, want), [1, 6, 8, 5, 3, 6, 1]);
+        // Tall: everything as wanted, the processes whole, the rest to the latency pane.
+        assert_eq!(heights(60, want), [1, 6, 14, 5, 6, 27, 1]);
+        // The smallest screen still has a row of each.
+        let rows = heights(MIN_HEIGHT, want);
+        assert!(rows.iter().all(|&r| r >= 1), "{rows:?}");
+    }
+}

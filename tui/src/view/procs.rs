@@ -1,22 +1,25 @@
 //! The processes pane: who does I/O, how much, how slow, how often it syncs and at what
-//! write amplification. Sortable and filterable; rows with a finding are marked.
+//! write amplification. Sortable and filterable; rows with a finding are marked and kept in
+//! view; kernel workers that come and go under new names (`kworker/u8:3`) fold into one row
+//! per kind (`kworker ×6`, `x` expands them); the order is kept from one interval to the
+//! next unless a row is clearly ahead ([`Steady`]).
 
-use std::cmp::Ordering;
+use std::{borrow::Cow, cmp::Ordering, collections::HashMap};
 
 use ratatui::{
-    Frame,
-    layout::{Constraint, Rect},
+    layout::Rect,
     text::{Line, Span},
-    widgets::{Block, Borders, Cell, Row, Table, TableState},
 };
 
 use super::{
     Focus, SortKey, Theme, UiState,
-    findings::severity_of,
+    findings::{severities, severity_of},
+    state::{OrderOf, RowKey, Steady},
+    table, text,
     theme::{SELECTED_SYMBOL, focus_mark},
 };
 use crate::{
-    model::{ProcFigures, ProcRow, Snapshot},
+    model::{ProcFigures, ProcRow, Snapshot, findings::Severity},
     units,
 };
 
@@ -52,58 +55,235 @@ fn matches_filter(row: &ProcRow, filter: &str) -> bool {
     row.comm.to_lowercase().contains(&filter.to_lowercase())
 }
 
-fn active(f: &ProcFigures) -> bool {
-    f.ios() > 0 || f.writeback_bytes > 0 || f.sync.syncs > 0 || f.dstate_ns > 0 || f.waited()
+/// A process is listed when it did something in the shown period, is selected, or has an
+/// active finding (`marked`: its row tells the finding's story even in a quiet second).
+fn listed(marked: &HashMap<u32, Severity>, row: &ProcRow, ui: &UiState) -> bool {
+    figures(row, ui).active() || ui.selected_pid == Some(row.tgid) || marked.contains_key(&row.tgid)
 }
 
-/// The rows shown, in order: filtered, with I/O or syncs in the shown period (the selected
-/// process stays even when idle, so a drill-down does not vanish), sorted by the chosen key,
-/// ties broken by pid so equal rows never swap places between refreshes.
+/// The processes shown, in the sort's order: filtered, with I/O or syncs in the shown
+/// period or an active finding (the selected process stays even when idle, so a drill-down
+/// does not vanish),
+/// ties broken by pid so equal rows never swap places between refreshes. Not folded, and
+/// not in the kept order: see [`entries`] for the table's rows.
 pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
+    let marked = severities(snap);
     let mut rows: Vec<&ProcRow> = snap
         .procs
         .iter()
         .filter(|p| matches_filter(p, &ui.filter))
-        .filter(|p| active(figures(p, ui)) || ui.selected_pid == Some(p.tgid))
+        .filter(|p| listed(&marked, p, ui))
         .collect();
     rows.sort_by(|a, b| compare(a, b, ui));
     rows
+}
+
+/// Listed processes the filter hides (0 without a filter).
+pub fn filtered_out(snap: &Snapshot, ui: &UiState) -> usize {
+    if ui.filter.is_empty() {
+        return 0;
+    }
+    let marked = severities(snap);
+    snap.procs
+        .iter()
+        .filter(|p| listed(&marked, p, ui) && !matches_filter(p, &ui.filter))
+        .count()
+}
+
+/// The kind of a kernel worker whose threads come and go under new names as its pool grows
+/// and shrinks (`kworker/u8:3` this second, `kworker/u8:7` the next): such rows fold into
+/// one per kind. Named kernel threads that stay (jbd2, xfsaild, flush threads of a device)
+/// are not folded.
+pub fn worker_kind(row: &ProcRow) -> Option<&'static str> {
+    (row.kernel_thread && row.comm.starts_with("kworker/")).then_some("kworker")
+}
+
+/// One row of the table: a process, a cgroup (`C`), or kernel workers of one kind folded.
+#[derive(Clone, Debug)]
+pub struct Entry<'a> {
+    pub row: Cow<'a, ProcRow>,
+    /// Workers folded into this row (0: a process or a cgroup).
+    pub folded: usize,
+}
+
+impl Entry<'_> {
+    pub fn key(&self, ui: &UiState) -> RowKey {
+        if self.folded > 0 || ui.by_cgroup {
+            RowKey::Group(self.row.comm.clone())
+        } else {
+            RowKey::Pid(self.row.tgid)
+        }
+    }
+
+    /// The process of the row (`None` for a group).
+    pub fn pid(&self, ui: &UiState) -> Option<u32> {
+        (self.folded == 0 && !ui.by_cgroup).then_some(self.row.tgid)
+    }
+}
+
+/// What the current order was made for.
+pub fn order_of(ui: &UiState) -> OrderOf {
+    OrderOf {
+        sort: ui.sort,
+        reversed: ui.reversed,
+        cumulative: ui.cumulative,
+        by_cgroup: ui.by_cgroup,
+        expand_workers: ui.expand_workers,
+    }
+}
+
+/// The table's rows in the sort's own order: processes (or cgroups), kernel workers folded
+/// by kind unless `x` expanded them. A worker that is selected or has a finding keeps a row
+/// of its own, and a kind with one worker is not folded.
+fn ranked<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<Entry<'a>> {
+    if ui.by_cgroup {
+        return by_cgroup(snap, ui)
+            .into_iter()
+            .map(|row| Entry {
+                row: Cow::Owned(row),
+                folded: 0,
+            })
+            .collect();
+    }
+    let rows = visible(snap, ui);
+    let foldable = |p: &ProcRow| {
+        !ui.expand_workers
+            && ui.selected_pid != Some(p.tgid)
+            && severity_of(snap, p.tgid).is_none()
+            && worker_kind(p).is_some()
+    };
+    let mut kinds: Vec<(&'static str, Vec<&ProcRow>)> = Vec::new();
+    for row in rows.iter().filter(|p| foldable(p)) {
+        let kind = worker_kind(row).unwrap_or_default();
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, members)) => members.push(row),
+            None => kinds.push((kind, vec![row])),
+        }
+    }
+    kinds.retain(|(_, members)| members.len() > 1);
+    let folded = |p: &ProcRow| {
+        kinds
+            .iter()
+            .any(|(_, m)| m.iter().any(|r| r.tgid == p.tgid))
+    };
+    let mut out: Vec<Entry> = rows
+        .iter()
+        .filter(|p| !folded(p))
+        .map(|&row| Entry {
+            row: Cow::Borrowed(row),
+            folded: 0,
+        })
+        .collect();
+    for (kind, members) in &kinds {
+        out.push(Entry {
+            row: Cow::Owned(fold(kind, members, ui)),
+            folded: members.len(),
+        });
+    }
+    out.sort_by(|a, b| compare(&a.row, &b.row, ui));
+    out
+}
+
+/// Workers of one kind as one row: `kworker ×6`, the members' figures summed by the model.
+fn fold(kind: &str, members: &[&ProcRow], ui: &UiState) -> ProcRow {
+    let interval = ProcFigures::sum(members.iter().map(|p| &p.interval));
+    let since_start = ui
+        .cumulative
+        .then(|| Box::new(ProcFigures::sum(members.iter().map(|p| p.total()))));
+    let mut devices: Vec<crate::model::ProcDeviceRow> = Vec::new();
+    for d in members.iter().flat_map(|p| &p.devices) {
+        if !devices.iter().any(|have| have.dev == d.dev) {
+            devices.push(d.clone());
+        }
+    }
+    ProcRow {
+        tgid: 0,
+        comm: format!("{kind} ×{}", members.len()),
+        kernel_thread: true,
+        exited: false,
+        cgroup: None,
+        interval,
+        since_start,
+        devices,
+        recent_syncs: Vec::new(),
+        io_limits: None,
+        dirty_state: None,
+    }
+}
+
+/// The table's rows in the order shown: [`ranked`], then kept in the order of the previous
+/// interval where no row is clearly ahead of the one above it (`ui.order`).
+pub fn entries<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<Entry<'a>> {
+    let mut rows = ranked(snap, ui);
+    let of = order_of(ui);
+    // Rows the order does not know (the selection of an idle process) go last.
+    rows.sort_by_key(|e| ui.order.position(of, &e.key(ui)).unwrap_or(usize::MAX));
+    rows
+}
+
+/// The value a row is sorted by, for the kept order's margin (`None`: names and pids).
+fn sort_value(f: &ProcFigures, sort: SortKey) -> Option<f64> {
+    #[expect(clippy::cast_precision_loss, reason = "compared within a margin")]
+    let n = |v: u64| Some(v as f64);
+    match sort {
+        SortKey::Pid | SortKey::Comm => None,
+        SortKey::ReadOps => n(f.reads),
+        SortKey::WriteOps => n(f.writes),
+        SortKey::ReadBytes => n(f.read_bytes),
+        SortKey::WriteBytes => n(f.write_bytes_caused()),
+        SortKey::TotalBytes => n(f.bytes_caused()),
+        SortKey::P50 => n(f.latency.p50_ns),
+        SortKey::P99 => n(f.latency.p99_ns),
+        SortKey::Syncs => n(f.sync.syncs),
+        SortKey::SyncP99 => n(f.sync.latency.p99_ns),
+        SortKey::Amplification => Some(f.sync.amplification().unwrap_or(0.0)),
+        SortKey::DState => n(f.dstate_ns),
+    }
+}
+
+/// The order for a new interval on screen: the previous one, where no row overtook.
+pub fn advance_order(snap: &Snapshot, ui: &UiState) -> Steady {
+    let rows = ranked(snap, ui);
+    let ranked: Vec<(RowKey, Option<f64>)> = rows
+        .iter()
+        .map(|e| (e.key(ui), sort_value(figures(&e.row, ui), ui.sort)))
+        .collect();
+    let descending = ui.sort.descending_by_default() != ui.reversed;
+    ui.order.next(order_of(ui), &ranked, descending)
 }
 
 /// The table's order: by the chosen key, ties broken by pid so equal rows never swap places
 /// between refreshes.
 fn compare(a: &ProcRow, b: &ProcRow, ui: &UiState) -> Ordering {
     let descending = ui.sort.descending_by_default() != ui.reversed;
-    {
-        let (fa, fb) = (figures(a, ui), figures(b, ui));
-        let order = match ui.sort {
-            SortKey::Pid => a.tgid.cmp(&b.tgid),
-            SortKey::Comm => a.comm.cmp(&b.comm),
-            SortKey::ReadOps => fa.reads.cmp(&fb.reads),
-            SortKey::WriteOps => fa.writes.cmp(&fb.writes),
-            SortKey::ReadBytes => fa.read_bytes.cmp(&fb.read_bytes),
-            SortKey::WriteBytes => fa.write_bytes_caused().cmp(&fb.write_bytes_caused()),
-            SortKey::TotalBytes => fa
-                .bytes_caused()
-                .cmp(&fb.bytes_caused())
-                .then(fa.ios().cmp(&fb.ios())),
-            SortKey::P50 => fa.latency.p50_ns.cmp(&fb.latency.p50_ns),
-            SortKey::P99 => fa.latency.p99_ns.cmp(&fb.latency.p99_ns),
-            SortKey::Syncs => fa.sync.syncs.cmp(&fb.sync.syncs),
-            SortKey::SyncP99 => fa.sync.latency.p99_ns.cmp(&fb.sync.latency.p99_ns),
-            SortKey::DState => fa.dstate_ns.cmp(&fb.dstate_ns),
-            SortKey::Amplification => fa
-                .sync
-                .amplification()
-                .unwrap_or(0.0)
-                .total_cmp(&fb.sync.amplification().unwrap_or(0.0)),
-        };
-        let order = if descending { order.reverse() } else { order };
-        if order == Ordering::Equal {
-            a.tgid.cmp(&b.tgid).then(a.comm.cmp(&b.comm))
-        } else {
-            order
-        }
+    let (fa, fb) = (figures(a, ui), figures(b, ui));
+    let order = match ui.sort {
+        SortKey::Pid => a.tgid.cmp(&b.tgid),
+        SortKey::Comm => a.comm.cmp(&b.comm),
+        SortKey::ReadOps => fa.reads.cmp(&fb.reads),
+        SortKey::WriteOps => fa.writes.cmp(&fb.writes),
+        SortKey::ReadBytes => fa.read_bytes.cmp(&fb.read_bytes),
+        SortKey::WriteBytes => fa.write_bytes_caused().cmp(&fb.write_bytes_caused()),
+        SortKey::TotalBytes => fa
+            .bytes_caused()
+            .cmp(&fb.bytes_caused())
+            .then(fa.ios().cmp(&fb.ios())),
+        SortKey::P50 => fa.latency.p50_ns.cmp(&fb.latency.p50_ns),
+        SortKey::P99 => fa.latency.p99_ns.cmp(&fb.latency.p99_ns),
+        SortKey::Syncs => fa.sync.syncs.cmp(&fb.sync.syncs),
+        SortKey::SyncP99 => fa.sync.latency.p99_ns.cmp(&fb.sync.latency.p99_ns),
+        SortKey::DState => fa.dstate_ns.cmp(&fb.dstate_ns),
+        SortKey::Amplification => fa
+            .sync
+            .amplification()
+            .unwrap_or(0.0)
+            .total_cmp(&fb.sync.amplification().unwrap_or(0.0)),
+    };
+    let order = if descending { order.reverse() } else { order };
+    if order == Ordering::Equal {
+        a.tgid.cmp(&b.tgid).then(a.comm.cmp(&b.comm))
+    } else {
+        order
     }
 }
 
@@ -112,35 +292,29 @@ fn compare(a: &ProcRow, b: &ProcRow, ui: &UiState) -> Ordering {
 /// PROCS) and its `comm` the cgroup's name. Latency percentiles come from the members' log2
 /// histograms (each the upper bound of its slot): coarser than a process's.
 pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
-    let mut groups: std::collections::BTreeMap<String, (u32, ProcFigures)> =
+    let mut groups: std::collections::BTreeMap<String, Vec<&ProcFigures>> =
         std::collections::BTreeMap::new();
     for row in visible(snap, ui) {
         let name = row
             .cgroup
             .as_ref()
             .map_or_else(|| NO_CGROUP.to_string(), |c| c.name.clone());
-        let (count, sum) = groups.entry(name).or_default();
-        *count += 1;
-        add(sum, figures(row, ui));
+        groups.entry(name).or_default().push(figures(row, ui));
     }
     let mut rows: Vec<ProcRow> = groups
         .into_iter()
-        .map(|(name, (count, mut sum))| {
-            sum.latency = latency_of(&sum.total_hist, sum.latency.max_ns);
-            sum.sync.latency = latency_of(&sum.sync.hist, sum.sync.latency.max_ns);
-            ProcRow {
-                tgid: count,
-                comm: name,
-                kernel_thread: false,
-                exited: false,
-                cgroup: None,
-                interval: sum,
-                since_start: None,
-                devices: Vec::new(),
-                recent_syncs: Vec::new(),
-                io_limits: None,
-                dirty_state: None,
-            }
+        .map(|(name, members)| ProcRow {
+            tgid: u32::try_from(members.len()).unwrap_or(u32::MAX),
+            comm: name,
+            kernel_thread: false,
+            exited: false,
+            cgroup: None,
+            interval: ProcFigures::sum(members),
+            since_start: None,
+            devices: Vec::new(),
+            recent_syncs: Vec::new(),
+            io_limits: None,
+            dirty_state: None,
         })
         .collect();
     rows.sort_by(|a, b| compare(a, b, ui));
@@ -149,85 +323,6 @@ pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
 
 /// The group of processes whose requests carried no cgroup.
 const NO_CGROUP: &str = "(unknown)";
-
-/// Adds a member's figures to its group's (what sums; latency is redone from histograms).
-fn add(sum: &mut ProcFigures, f: &ProcFigures) {
-    sum.reads += f.reads;
-    sum.writes += f.writes;
-    sum.others += f.others;
-    sum.flushes += f.flushes;
-    sum.read_bytes += f.read_bytes;
-    sum.write_bytes += f.write_bytes;
-    sum.writeback_bytes += f.writeback_bytes;
-    sum.wrote_back_bytes += f.wrote_back_bytes;
-    sum.logical_write_bytes += f.logical_write_bytes;
-    sum.dstate_ns += f.dstate_ns;
-    sum.sync.syncs += f.sync.syncs;
-    sum.latency.max_ns = sum.latency.max_ns.max(f.latency.max_ns);
-    sum.sync.latency.max_ns = sum.sync.latency.max_ns.max(f.sync.latency.max_ns);
-    for (slot, n) in sum.total_hist.slots.iter_mut().zip(f.total_hist.slots) {
-        *slot += n;
-    }
-    for (slot, n) in sum.sync.hist.slots.iter_mut().zip(f.sync.hist.slots) {
-        *slot += n;
-    }
-    // The wait before the request: pauses and call time sum; the group's call percentiles
-    // are its worst member's (members' percentiles do not merge).
-    if f.waits.dirty.pauses > 0 || f.waits.calls.latency.count > 0 {
-        let mut calls = sum.waits.calls.clone();
-        let mut dirty = sum.waits.dirty;
-        dirty.pauses += f.waits.dirty.pauses;
-        dirty.pause_ns += f.waits.dirty.pause_ns;
-        calls.time_ns += f.waits.calls.time_ns;
-        calls.prequeue_ns += f.waits.calls.prequeue_ns;
-        let (group, member) = (&mut calls.latency, &f.waits.calls.latency);
-        let count = group.count + member.count;
-        if count > 0 {
-            group.mean_ns = u64::try_from(
-                (u128::from(group.mean_ns) * u128::from(group.count)
-                    + u128::from(member.mean_ns) * u128::from(member.count))
-                    / u128::from(count),
-            )
-            .unwrap_or(u64::MAX);
-        }
-        group.count = count;
-        group.p50_ns = group.p50_ns.max(member.p50_ns);
-        group.p99_ns = group.p99_ns.max(member.p99_ns);
-        group.p999_ns = group.p999_ns.max(member.p999_ns);
-        sum.waits = crate::model::Waits::new(calls, dirty);
-    }
-}
-
-/// p50 and p99 from a log2 histogram: the upper bound of the slot the quantile falls in.
-fn latency_of(hist: &crate::model::Log2Hist, max_ns: u64) -> crate::model::Latency {
-    let count = hist.total();
-    let quantile = |q: f64| -> u64 {
-        #[expect(
-            clippy::cast_precision_loss,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "a rank among counts"
-        )]
-        let rank = ((count as f64) * q).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (slot, &n) in hist.slots.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                let upper_ns = iotop_bpf_common::hist::slot_upper_us(slot as u32) * 1000;
-                return upper_ns.min(max_ns.max(1));
-            }
-        }
-        max_ns
-    };
-    crate::model::Latency {
-        count,
-        mean_ns: 0,
-        p50_ns: quantile(0.50),
-        p99_ns: quantile(0.99),
-        p999_ns: quantile(0.999),
-        max_ns,
-    }
-}
 
 /// One column of the table.
 struct Column {
@@ -245,9 +340,10 @@ fn per_s(n: u64, secs: f64) -> f64 {
     n / secs
 }
 
-/// The narrow set fits 80 characters (with the selection mark); wider terminals add the
-/// rest (direct I/O call latency from 136, dirty pauses from 142, the cgroup from 166, all of
-/// them from 180).
+/// The narrow set fits 80 characters with the selection mark; wider terminals add the rest
+/// (time in D from 90, the maxima and sync latency from 114, logical writes from 121, direct
+/// I/O call latency from 136, dirty pauses from 142, the cgroup from 166, all of them from
+/// 180), each threshold where the columns before it fit.
 const COLUMNS: &[Column] = &[
     Column {
         header: "PID",
@@ -310,7 +406,7 @@ const COLUMNS: &[Column] = &[
         header: "max",
         width: 6,
         sort: None,
-        min_pane_width: 110,
+        min_pane_width: 114,
         cell: |_, f, _| units::latency(f.latency.max_ns),
     },
     Column {
@@ -338,28 +434,28 @@ const COLUMNS: &[Column] = &[
         header: "S.p50",
         width: 6,
         sort: None,
-        min_pane_width: 110,
+        min_pane_width: 114,
         cell: |_, f, _| sync_latency(f, f.sync.latency.p50_ns),
     },
     Column {
         header: "S.p99",
         width: 6,
         sort: Some(SortKey::SyncP99),
-        min_pane_width: 110,
+        min_pane_width: 114,
         cell: |_, f, _| sync_latency(f, f.sync.latency.p99_ns),
     },
     Column {
         header: "S.max",
         width: 6,
         sort: None,
-        min_pane_width: 110,
+        min_pane_width: 114,
         cell: |_, f, _| sync_latency(f, f.sync.latency.max_ns),
     },
     Column {
         header: "LMB/s",
         width: 6,
         sort: None,
-        min_pane_width: 120,
+        min_pane_width: 121,
         cell: |_, f, s| format!("{:.2}", units::mib(per_s(f.logical_write_bytes, s))),
     },
     Column {
@@ -473,91 +569,308 @@ fn disks(p: &ProcRow) -> String {
         .join(",")
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
-    let groups = ui.by_cgroup.then(|| by_cgroup(snap, ui));
-    let rows: Vec<&ProcRow> = match &groups {
-        Some(groups) => groups.iter().collect(),
-        None => visible(snap, ui),
-    };
-    let secs = period_secs(snap, ui);
-    let descending = ui.sort.descending_by_default() != ui.reversed;
-    let arrow = if descending { "▼" } else { "▲" };
-    let columns: Vec<&Column> = COLUMNS
+/// The columns shown in a pane `width` wide and their widths: those whose width threshold
+/// it reaches, then, while they do not fit with the selection mark, the one of the highest
+/// threshold goes. So every column shown is whole, and [`sort_keys`] names exactly the
+/// columns on screen. With `C` the name column takes what is left, up to 22 (a cgroup's
+/// name is longer than a command's).
+fn columns(width: u16, by_cgroup: bool) -> (Vec<&'static Column>, Vec<u16>) {
+    let mut shown: Vec<&Column> = COLUMNS
         .iter()
-        .filter(|c| area.width >= c.min_pane_width)
+        .filter(|c| width >= c.min_pane_width)
         // Cgroup rows make room for their names: the maxima and the median sync latency go
         // (their percentiles are coarse anyway), and the per-process cgroup column.
-        .filter(|c| !ui.by_cgroup || !matches!(c.header, "max" | "S.p50" | "S.max" | "CGROUP"))
+        .filter(|c| !by_cgroup || !matches!(c.header, "max" | "S.p50" | "S.max" | "CGROUP"))
         .collect();
-    let header = Row::new(columns.iter().map(|c| {
-        if ui.by_cgroup && c.header == "PID" {
-            "PROCS".to_string()
-        } else if ui.by_cgroup && c.header == "COMM" {
-            "CGROUP".to_string()
-        } else if c.sort == Some(ui.sort) {
-            format!("{}{arrow}", c.header)
-        } else {
-            c.header.to_string()
+    let widths = |cols: &[&Column]| cols.iter().map(|c| c.width).collect::<Vec<u16>>();
+    while table::total_width(&widths(&shown)) > usize::from(width) {
+        let Some((at, _)) = shown
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.min_pane_width > 0)
+            .max_by_key(|(i, c)| (c.min_pane_width, *i))
+        else {
+            break;
+        };
+        shown.remove(at);
+    }
+    let mut w = widths(&shown);
+    if by_cgroup {
+        let spare = usize::from(width).saturating_sub(table::total_width(&w));
+        for (c, w) in shown.iter().zip(&mut w) {
+            if c.header == "COMM" {
+                *w += u16::try_from(spare.min(8)).unwrap_or(0);
+            }
         }
-    }))
-    .style(theme.header);
-    let widths: Vec<Constraint> = columns
-        .iter()
-        .map(|c| match c.header {
-            // A cgroup's name is longer than a command's.
-            "COMM" if ui.by_cgroup => Constraint::Length(22),
-            _ => Constraint::Length(c.width),
-        })
-        .collect();
+    }
+    (shown, w)
+}
 
-    let body: Vec<Row> = rows
-        .iter()
-        .map(|p| {
-            let f = figures(p, ui);
-            Row::new(columns.iter().map(|c| {
-                let text = (c.cell)(p, f, secs);
-                if c.header == "COMM"
-                    && let Some(severity) = severity_of(snap, p.tgid)
-                {
-                    // The finding's symbol before the name, so the mark survives without colour.
-                    let (symbol, style) = theme.severity(severity);
-                    return Cell::from(Line::from(vec![
-                        Span::styled(format!("{symbol} "), style),
-                        Span::raw(text),
-                    ]));
-                }
-                Cell::from(text)
-            }))
-        })
-        .collect();
+/// The sort keys whose column is on screen in a pane `width` wide, in column order, with
+/// the default (read and write MB/s together, named in the title) after the write MB/s.
+pub fn sort_keys(width: u16, by_cgroup: bool) -> Vec<SortKey> {
+    let mut keys = Vec::new();
+    for c in columns(width, by_cgroup).0 {
+        if let Some(key) = c.sort {
+            keys.push(key);
+            if key == SortKey::WriteBytes {
+                keys.push(SortKey::TotalBytes);
+            }
+        }
+    }
+    keys
+}
 
+/// The narrowest pane that shows `key`'s column (`None`: it is shown at any width).
+fn sort_column_from(key: SortKey, by_cgroup: bool) -> Option<u16> {
+    let has = |w: u16| key == SortKey::TotalBytes || sort_keys(w, by_cgroup).contains(&key);
+    if has(MIN_WIDTH) {
+        return None;
+    }
+    (MIN_WIDTH..=WIDEST_THRESHOLD).find(|&w| has(w))
+}
+
+/// Every column is shown from here.
+const WIDEST_THRESHOLD: u16 = 400;
+
+/// The narrowest pane drawn (`view::MIN_WIDTH`).
+const MIN_WIDTH: u16 = super::MIN_WIDTH;
+
+/// Which rows are in view when not all fit in `room`: the selection and the rows with a
+/// finding (`pinned`, the most important first) as long as they leave a place; the rest of
+/// the room a run of rows from the top, moved down just enough to reach the selection.
+/// Ascending row indices.
+pub fn window(total: usize, room: usize, selected: Option<usize>, pinned: &[usize]) -> Vec<usize> {
+    if total <= room {
+        return (0..total).collect();
+    }
+    if room == 0 {
+        return Vec::new();
+    }
+    let mut keep: Vec<usize> = selected.into_iter().collect();
+    // Pinned rows leave one place to the run, so the table's top row (or the rows next to
+    // the selection) stays in view too.
+    for &p in pinned {
+        if keep.len() < room.saturating_sub(1).max(1) && !keep.contains(&p) {
+            keep.push(p);
+        }
+    }
+    let run = room - keep.len();
+    // The run ends at the selection when the selection is below it.
+    let start = selected.map_or(0, |s| (s + 1).saturating_sub(run + 1));
+    let mut shown = keep;
+    let mut at = start;
+    while shown.len() < room && at < total {
+        if !shown.contains(&at) {
+            shown.push(at);
+        }
+        at += 1;
+    }
+    // Near the end, the run reaches back up instead.
+    let mut back = start;
+    while shown.len() < room && back > 0 {
+        back -= 1;
+        if !shown.contains(&back) {
+            shown.push(back);
+        }
+    }
+    shown.sort_unstable();
+    shown
+}
+
+/// The title: focus, period, sort (and whether its column is off screen), the filter and
+/// what it hides, rows left out. Short forms when the line is narrow; the sort and the
+/// filter always stay.
+fn title(ui: &UiState, width: u16, filtered: usize, more: usize, empty: bool) -> String {
+    let descending = ui.sort.descending_by_default() != ui.reversed;
+    let arrow = if descending { "▼" } else { "▲" };
     let focused = ui.focus == Focus::Processes;
-    let title = format!(
-        "{}Processes {}by {}{arrow} {}",
+    let head = format!(
+        "{}Processes {}by {}{arrow}",
         focus_mark(focused),
         if ui.cumulative { "since start " } else { "" },
         ui.sort.label(),
-        if rows.is_empty() {
-            "— no block I/O in this period "
+    );
+    let hidden_from = sort_column_from(ui.sort, ui.by_cgroup).filter(|&from| width < from);
+    let filter = |max: usize| {
+        if ui.filter.is_empty() {
+            String::new()
+        } else if filtered > 0 {
+            format!(
+                " · filter \"{}\" hides {filtered}",
+                text::elide(&ui.filter, max)
+            )
+        } else {
+            format!(" · filter \"{}\"", text::elide(&ui.filter, max))
+        }
+    };
+    let tail = if empty {
+        if ui.filter.is_empty() {
+            " — no block I/O in this period".to_string()
+        } else {
+            " — nothing matches the filter".to_string()
+        }
+    } else if more > 0 {
+        format!(" · +{more} more")
+    } else {
+        String::new()
+    };
+    let long = format!(
+        "{head}{}{}{tail} ",
+        hidden_from.map_or_else(String::new, |from| format!(
+            " (its column shows from {from} columns)"
+        )),
+        filter(32)
+    );
+    if text::width(&long) < usize::from(width) {
+        return long;
+    }
+    format!(
+        "{head}{}{}{tail} ",
+        if hidden_from.is_some() {
+            " (column hidden)"
         } else {
             ""
-        }
+        },
+        filter(12)
+    )
+}
+
+/// The pane's lines in `area`: the title, the header, and a row per entry in view.
+pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
+    let width = usize::from(area.width);
+    let rows = entries(snap, ui);
+    let secs = period_secs(snap, ui);
+    let descending = ui.sort.descending_by_default() != ui.reversed;
+    let arrow = if descending { "▼" } else { "▲" };
+    let (columns, widths) = columns(area.width, ui.by_cgroup);
+    let headers: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            if ui.by_cgroup && c.header == "PID" {
+                "PROCS".to_string()
+            } else if ui.by_cgroup && c.header == "COMM" {
+                "CGROUP".to_string()
+            } else if c.sort == Some(ui.sort) {
+                format!("{}{arrow}", c.header)
+            } else {
+                c.header.to_string()
+            }
+        })
+        .collect();
+    let focused = ui.focus == Focus::Processes;
+    let selected = if focused {
+        ui.selected_pid
+            .and_then(|pid| rows.iter().position(|e| e.pid(ui) == Some(pid)))
+    } else {
+        None
+    };
+    // Rows with an active finding stay in view however the table is sorted, the worst first
+    // when they do not all fit.
+    let marked = severities(snap);
+    let mut pinned: Vec<(std::cmp::Reverse<_>, usize)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let severity = e.pid(ui).and_then(|pid| marked.get(&pid).copied())?;
+            Some((std::cmp::Reverse(severity), i))
+        })
+        .collect();
+    pinned.sort();
+    let pinned: Vec<usize> = pinned.into_iter().map(|(_, i)| i).collect();
+    let room = usize::from(area.height.saturating_sub(2));
+    let in_view = window(rows.len(), room, selected, &pinned);
+    let title = title(
+        ui,
+        area.width,
+        filtered_out(snap, ui),
+        rows.len() - in_view.len(),
+        rows.is_empty(),
     );
-    let block = Block::new().borders(Borders::TOP).title(Line::styled(
-        title,
-        if focused { theme.key } else { theme.title },
-    ));
-    let table = Table::new(body, widths)
-        .header(header)
-        .block(block)
-        .row_highlight_style(theme.selected)
-        .highlight_symbol(SELECTED_SYMBOL);
-    let mut state = TableState::default();
-    if focused {
-        state.select(
-            ui.selected_pid
-                .and_then(|pid| rows.iter().position(|p| p.tgid == pid)),
-        );
+    let mut out = vec![table::title_line(
+        vec![Span::styled(
+            title,
+            if focused { theme.key } else { theme.title },
+        )],
+        width,
+    )];
+    if area.height < 2 {
+        return out;
     }
-    frame.render_stateful_widget(table, area, &mut state);
+    out.push(table::header(&headers, &widths, width, theme.header));
+    for i in in_view {
+        let entry = &rows[i];
+        let p: &ProcRow = &entry.row;
+        let f = figures(p, ui);
+        let severity = entry.pid(ui).and_then(|pid| marked.get(&pid).copied());
+        let cells: Vec<Line<'static>> = columns
+            .iter()
+            .map(|c| {
+                if c.header == "PID" && entry.folded > 0 {
+                    return Line::raw("-");
+                }
+                let text = (c.cell)(p, f, secs);
+                if c.header == "COMM"
+                    && let Some(severity) = severity
+                {
+                    // The finding's symbol before the name, so the mark survives without colour.
+                    let (symbol, style) = theme.severity(severity);
+                    return Line::from(vec![
+                        Span::styled(format!("{symbol} "), style),
+                        Span::raw(text),
+                    ]);
+                }
+                Line::raw(text)
+            })
+            .collect();
+        let chosen = Some(i) == selected;
+        let line = table::row(
+            if chosen { SELECTED_SYMBOL } else { " " },
+            cells,
+            &widths,
+            width,
+        );
+        out.push(if chosen {
+            line.patch_style(theme.selected)
+        } else {
+            line
+        });
+    }
+    out
+}
+
+pub fn render(
+    frame: &mut ratatui::Frame,
+    area: Rect,
+    snap: &Snapshot,
+    ui: &UiState,
+    theme: &Theme,
+) {
+    frame.render_widget(
+        ratatui::widgets::Paragraph::new(lines(snap, ui, theme, area)),
+        area,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_keeps_the_selection_and_the_rows_with_a_finding() {
+        assert_eq!(window(3, 5, None, &[]), [0, 1, 2]);
+        assert_eq!(window(10, 3, None, &[]), [0, 1, 2]);
+        // A culprit at row 8 of 10 in a pane of 3 rows: the top two and it.
+        assert_eq!(window(10, 3, None, &[8]), [0, 1, 8]);
+        // The selection further down: the run ends at it, the culprit stays.
+        assert_eq!(window(10, 4, Some(6), &[8]), [4, 5, 6, 8]);
+        assert_eq!(window(10, 3, Some(9), &[]), [7, 8, 9]);
+        // A pinned row inside the run does not take a second place.
+        assert_eq!(window(10, 3, None, &[1]), [0, 1, 2]);
+        // More pinned rows than room: the first of them, and the top row stays.
+        assert_eq!(window(10, 3, None, &[7, 8, 9]), [0, 7, 8]);
+        assert_eq!(window(10, 3, Some(5), &[7, 8, 9]), [4, 5, 7]);
+        assert_eq!(window(10, 1, Some(5), &[7]), [5]);
+        assert_eq!(window(10, 0, Some(5), &[7]), Vec::<usize>::new());
+    }
 }

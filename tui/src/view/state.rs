@@ -1,6 +1,8 @@
 //! What the viewer chose: focus, sort, filter, selection, pause. The only mutable input of
 //! rendering; the data itself comes from the [`Snapshot`](crate::model::Snapshot).
 
+use std::collections::HashMap;
+
 use crate::model::Dev;
 
 /// The pane that has the keyboard (Tab: processes, findings, disks; Shift-Tab back).
@@ -82,6 +84,133 @@ impl SortKey {
     pub fn descending_by_default(self) -> bool {
         !matches!(self, Self::Pid | Self::Comm)
     }
+
+    /// The next key among `shown` (the columns on screen), forward or back, wrapping; the
+    /// first of them when this one is not among them.
+    pub fn cycle(self, shown: &[Self], forward: bool) -> Self {
+        let Some(at) = shown.iter().position(|&k| k == self) else {
+            return shown.first().copied().unwrap_or(self);
+        };
+        let n = shown.len();
+        shown[if forward {
+            (at + 1) % n
+        } else {
+            (at + n - 1) % n
+        }]
+    }
+}
+
+/// A row of the process table: a process, or a group of them (a cgroup, kernel workers of
+/// one kind folded into one row).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RowKey {
+    Pid(u32),
+    Group(String),
+}
+
+/// What an order was made for: another sort, direction, period or grouping starts over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderOf {
+    pub sort: SortKey,
+    pub reversed: bool,
+    pub cumulative: bool,
+    pub by_cgroup: bool,
+    pub expand_workers: bool,
+}
+
+/// How much better a row must be to overtake the one above at once (15%); a row better by
+/// less overtakes when it is still better the next interval.
+pub const OVERTAKE_MARGIN: f64 = 0.15;
+
+/// The process table's order kept from one interval to the next (hysteresis): near-equal
+/// rows do not swap every second, so people can follow a row with their eyes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Steady {
+    pub of: Option<OrderOf>,
+    /// Rows, top first.
+    pub order: Vec<RowKey>,
+    /// Intervals a row has been better than the row above it without overtaking.
+    ahead: HashMap<RowKey, u8>,
+}
+
+impl Steady {
+    /// The order for this interval. `ranked`: the rows in the sort's order, each with the
+    /// value it is sorted by (`None`: a name or pid, exact and stable: no hysteresis);
+    /// `descending`: larger values go first. A row keeps its place unless it is better than
+    /// the row above by more than [`OVERTAKE_MARGIN`], or was better the interval before
+    /// too; new rows go where their value puts them; equal rows never swap.
+    pub fn next(&self, of: OrderOf, ranked: &[(RowKey, Option<f64>)], descending: bool) -> Self {
+        let fresh = || Self {
+            of: Some(of),
+            order: ranked.iter().map(|(k, _)| k.clone()).collect(),
+            ahead: HashMap::new(),
+        };
+        if self.of != Some(of) || ranked.iter().any(|(_, v)| v.is_none()) {
+            return fresh();
+        }
+        let value = |i: usize| ranked[i].1.unwrap_or(0.0);
+        let better = |a: f64, b: f64| if descending { a > b } else { a < b };
+        let by_margin = |a: f64, b: f64| {
+            if descending {
+                a > b * (1.0 + OVERTAKE_MARGIN)
+            } else {
+                a * (1.0 + OVERTAKE_MARGIN) < b
+            }
+        };
+        let before: HashMap<&RowKey, usize> =
+            self.order.iter().enumerate().map(|(i, k)| (k, i)).collect();
+        // The rows seen before, in their order; then each new one above the first row it is
+        // better than.
+        let mut list: Vec<usize> = (0..ranked.len())
+            .filter(|&i| before.contains_key(&ranked[i].0))
+            .collect();
+        list.sort_by_key(|&i| before[&ranked[i].0]);
+        for i in (0..ranked.len()).filter(|&i| !before.contains_key(&ranked[i].0)) {
+            let at = list
+                .iter()
+                .position(|&j| better(value(i), value(j)))
+                .unwrap_or(list.len());
+            list.insert(at, i);
+        }
+        // Overtaking: each swap puts a strictly better row above a worse one, so this ends.
+        let was_ahead = |i: usize| self.ahead.get(&ranked[i].0).copied().unwrap_or(0) > 0;
+        loop {
+            let mut swapped = false;
+            for at in 1..list.len() {
+                let (up, down) = (list[at - 1], list[at]);
+                let (u, d) = (value(up), value(down));
+                if better(d, u) && (by_margin(d, u) || was_ahead(down)) {
+                    list.swap(at - 1, at);
+                    swapped = true;
+                }
+            }
+            if !swapped {
+                break;
+            }
+        }
+        let mut ahead = HashMap::new();
+        for at in 1..list.len() {
+            let (up, down) = (list[at - 1], list[at]);
+            if better(value(down), value(up)) {
+                let streak = self.ahead.get(&ranked[down].0).copied().unwrap_or(0);
+                ahead.insert(ranked[down].0.clone(), streak.saturating_add(1));
+            }
+        }
+        Self {
+            of: Some(of),
+            order: list.into_iter().map(|i| ranked[i].0.clone()).collect(),
+            ahead,
+        }
+    }
+
+    /// Where `key` goes in the table under `of`: its place in this order, or `None` (no
+    /// order for this sort yet, or a row new since: the sort's own order places it).
+    pub fn position(&self, of: OrderOf, key: &RowKey) -> Option<usize> {
+        if self.of != Some(of) {
+            return None;
+        }
+        self.order.iter().position(|k| k == key)
+    }
 }
 
 /// The latency a heat map shows (`l` cycles them).
@@ -124,6 +253,10 @@ pub struct UiState {
     pub selected_disk: Option<Dev>,
     /// Show totals since start instead of the last interval.
     pub cumulative: bool,
+    /// Kernel workers one row each, instead of one row per kind (`kworker ×6`; the `x` key).
+    pub expand_workers: bool,
+    /// The process table's order, kept from one interval to the next.
+    pub order: Steady,
     /// One row per cgroup instead of per process (the `C` key).
     pub by_cgroup: bool,
     /// Keep showing the same snapshot (the model keeps counting underneath).
@@ -166,4 +299,127 @@ pub enum Link {
     Attached { lost: u64 },
     /// The tool went away or cannot be reached (why); the viewer keeps trying.
     Lost { why: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OF: OrderOf = OrderOf {
+        sort: SortKey::TotalBytes,
+        reversed: false,
+        cumulative: false,
+        by_cgroup: false,
+        expand_workers: false,
+    };
+
+    fn ranked(rows: &[(u32, f64)]) -> Vec<(RowKey, Option<f64>)> {
+        let mut rows: Vec<(RowKey, Option<f64>)> = rows
+            .iter()
+            .map(|&(pid, v)| (RowKey::Pid(pid), Some(v)))
+            .collect();
+        // As the table sorts them: the value, ties by pid.
+        rows.sort_by(|a, b| {
+            b.1.unwrap()
+                .total_cmp(&a.1.unwrap())
+                .then(format!("{:?}", a.0).cmp(&format!("{:?}", b.0)))
+        });
+        rows
+    }
+
+    fn pids(order: &Steady) -> Vec<u32> {
+        order
+            .order
+            .iter()
+            .map(|k| match k {
+                RowKey::Pid(pid) => *pid,
+                RowKey::Group(_) => 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn near_equal_rows_do_not_swap_every_second() {
+        let mut order = Steady::default().next(OF, &ranked(&[(1, 100.0), (2, 96.0)]), true);
+        assert_eq!(pids(&order), [1, 2]);
+        // They take turns being a little ahead, as two similar writers do.
+        for second in 0..10 {
+            let (a, b) = if second % 2 == 0 {
+                (96.0, 104.0)
+            } else {
+                (103.0, 97.0)
+            };
+            order = order.next(OF, &ranked(&[(1, a), (2, b)]), true);
+            assert_eq!(pids(&order), [1, 2], "second {second}");
+        }
+    }
+
+    #[test]
+    fn a_row_far_ahead_overtakes_at_once() {
+        let order = Steady::default().next(OF, &ranked(&[(1, 100.0), (2, 96.0), (3, 10.0)]), true);
+        let next = order.next(OF, &ranked(&[(1, 100.0), (2, 96.0), (3, 500.0)]), true);
+        assert_eq!(pids(&next), [3, 1, 2], "5x ahead passes both rows above it");
+    }
+
+    #[test]
+    fn a_row_a_little_ahead_overtakes_on_the_second_interval() {
+        let order = Steady::default().next(OF, &ranked(&[(1, 100.0), (2, 96.0)]), true);
+        let once = order.next(OF, &ranked(&[(1, 100.0), (2, 108.0)]), true);
+        assert_eq!(pids(&once), [1, 2], "8% ahead once: not yet");
+        let twice = once.next(OF, &ranked(&[(1, 100.0), (2, 108.0)]), true);
+        assert_eq!(pids(&twice), [2, 1], "still ahead: it overtakes");
+        let after = twice.next(OF, &ranked(&[(1, 105.0), (2, 100.0)]), true);
+        assert_eq!(pids(&after), [2, 1], "and keeps its place in turn");
+    }
+
+    #[test]
+    fn new_rows_go_where_their_value_puts_them_and_gone_rows_leave() {
+        let order = Steady::default().next(OF, &ranked(&[(1, 100.0), (2, 50.0)]), true);
+        let next = order.next(OF, &ranked(&[(2, 50.0), (3, 70.0), (4, 1.0)]), true);
+        assert_eq!(pids(&next), [3, 2, 4]);
+    }
+
+    #[test]
+    fn equal_rows_keep_their_order_and_ascending_sorts_work_the_other_way() {
+        let order = Steady::default().next(OF, &ranked(&[(1, 5.0), (2, 5.0)]), true);
+        assert_eq!(pids(&order), [1, 2]);
+        let asc = OrderOf {
+            reversed: true,
+            ..OF
+        };
+        let up = |rows: &[(u32, f64)]| {
+            let mut r = ranked(rows);
+            r.reverse();
+            r
+        };
+        let order = Steady::default().next(asc, &up(&[(1, 10.0), (2, 20.0)]), false);
+        assert_eq!(pids(&order), [1, 2]);
+        let near = order.next(asc, &up(&[(1, 10.0), (2, 9.5)]), false);
+        assert_eq!(pids(&near), [1, 2], "5% lower is not enough at once");
+        let far = order.next(asc, &up(&[(1, 10.0), (2, 2.0)]), false);
+        assert_eq!(pids(&far), [2, 1]);
+    }
+
+    #[test]
+    fn another_sort_or_names_start_over_in_the_sorts_own_order() {
+        let order = Steady::default().next(OF, &ranked(&[(1, 100.0), (2, 96.0)]), true);
+        let by_pid = OrderOf {
+            sort: SortKey::Pid,
+            ..OF
+        };
+        let names = vec![(RowKey::Pid(2), None), (RowKey::Pid(1), None)];
+        let next = order.next(by_pid, &names, false);
+        assert_eq!(pids(&next), [2, 1]);
+        assert_eq!(order.position(by_pid, &RowKey::Pid(1)), None);
+        assert_eq!(order.position(OF, &RowKey::Pid(2)), Some(1));
+    }
+
+    #[test]
+    fn sort_keys_cycle_among_the_columns_shown() {
+        let shown = [SortKey::Pid, SortKey::P99, SortKey::Syncs];
+        assert_eq!(SortKey::P99.cycle(&shown, true), SortKey::Syncs);
+        assert_eq!(SortKey::Syncs.cycle(&shown, true), SortKey::Pid);
+        assert_eq!(SortKey::Pid.cycle(&shown, false), SortKey::Syncs);
+        assert_eq!(SortKey::SyncP99.cycle(&shown, true), SortKey::Pid);
+    }
 }

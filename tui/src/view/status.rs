@@ -11,7 +11,7 @@ use ratatui::{
     text::{Line, Span},
 };
 
-use super::{Link, Theme, UiState};
+use super::{Link, Theme, UiState, text};
 use crate::{
     model::{HostFigures, Snapshot},
     units,
@@ -48,15 +48,14 @@ fn part(text: String, keep: Keep) -> Part {
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+/// The status line in `width` columns.
+pub fn line(snap: &Snapshot, ui: &UiState, theme: &Theme, width: usize) -> Line<'static> {
     let mut parts = tool_parts(snap, ui, theme);
-    let width = usize::from(area.width);
     let host_at = parts.len();
     if let Some(long) = host_long(&snap.host) {
         parts.push(part(long, Keep::HostFigures));
         if line_width(&parts) <= width {
-            frame.render_widget(Line::from(spans(parts)), area);
-            return;
+            return Line::from(spans(parts));
         }
         parts.remove(host_at);
     }
@@ -64,7 +63,12 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
         parts.push(part(short, Keep::HostFigures));
     }
     fit(&mut parts, width);
-    frame.render_widget(Line::from(spans(parts)), area);
+    // What always stays (the name, the modes) may still not fit a very narrow line.
+    text::fit(Line::from(spans(parts)), width)
+}
+
+pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
+    frame.render_widget(line(snap, ui, theme, usize::from(area.width)), area);
 }
 
 /// Everything but the host figures: the name, modes, this host, the tool's events and cost.
@@ -265,7 +269,24 @@ fn paused_label(snap: &Snapshot, ui: &UiState) -> String {
     }
 }
 
-pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
+/// The hints of the key line, most useful first: those that do not fit are left out whole.
+const HINTS: [(&str, &str); 11] = [
+    ("q", "quit"),
+    ("?", "help"),
+    ("Tab", "pane"),
+    ("spc", "pause"),
+    ("/", "filter"),
+    ("s/<>", "sort"),
+    ("x", "workers"),
+    ("c", "totals"),
+    ("H", "heat map"),
+    ("[ ]", "past"),
+    ("w", "save"),
+];
+
+/// The bottom line in `width` columns: the filter being typed, a message, the demo's
+/// caption, a degraded note, or the key hints (as many whole ones as fit).
+pub fn key_line(ui: &UiState, theme: &Theme, width: usize) -> Line<'static> {
     let line = if ui.editing_filter {
         Line::from(vec![
             Span::styled("Filter (comm or pid): ", theme.key),
@@ -288,25 +309,26 @@ pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
         ])
     } else {
         let mut spans = Vec::new();
-        for (key, what) in [
-            ("q", "quit"),
-            ("spc", "pause"),
-            ("Tab", "pane"),
-            ("s/<>", "sort"),
-            ("/", "filter"),
-            ("c", "totals"),
-            ("?", "help"),
-            ("H", "heat map"),
-            ("[ ]", "past"),
-            ("w", "save"),
-        ] {
+        let mut used = 0;
+        for (key, what) in HINTS {
+            let hint = format!(" {what}  ");
+            let w = text::width(key) + text::width(&hint);
+            if used + w > width + 2 {
+                break;
+            }
+            used += w;
             spans.push(Span::styled(key, theme.key));
-            spans.push(Span::raw(format!(" {what}  ")));
+            spans.push(Span::raw(hint));
         }
-        if !ui.filter.is_empty() {
-            spans.push(Span::styled(format!("filter: {}", ui.filter), theme.warn));
+        // The last hint's trailing spaces may hang over the edge: they are only spacing.
+        if let Some(last) = spans.last_mut() {
+            last.content = last.content.trim_end().to_string().into();
         }
         Line::from(spans)
     };
-    frame.render_widget(line, area);
+    text::fit(line, width)
+}
+
+pub fn render_keys(frame: &mut Frame, area: Rect, ui: &UiState, theme: &Theme) {
+    frame.render_widget(key_line(ui, theme, usize::from(area.width)), area);
 }

@@ -113,7 +113,7 @@ fn drill_down_names_every_kind_of_sync_and_fua_120x40() {
 #[test]
 fn rows_with_a_finding_are_marked_with_a_symbol() {
     let screen = text(&draw(80, 24, &demo_snapshot(), &ui()));
-    let lab001 = screen.lines().find(|l| l.starts_with("5689 ")).unwrap();
+    let lab001 = screen.lines().find(|l| l.starts_with(" 5689 ")).unwrap();
     assert!(lab001.contains("‼ lab001"), "{screen}");
     assert!(screen.contains("‼ CRIT write_amplification"), "{screen}");
 }
@@ -272,7 +272,7 @@ fn wide_disks_pane_has_sparklines_160x40() {
     let history = demo_history();
     let snap = history.snapshot(INTERVALS).unwrap().clone();
     let screen = text(&draw_with(160, 40, &snap, &history, &history_ui()));
-    let loop0 = screen.lines().find(|l| l.starts_with("loop0")).unwrap();
+    let loop0 = screen.lines().find(|l| l.starts_with(" loop0")).unwrap();
     assert!(screen.contains("IOPS trend"), "{screen}");
     assert!(loop0.contains('█') && loop0.contains('▁'), "{loop0}");
     insta::assert_snapshot!(screen);
@@ -882,4 +882,65 @@ fn the_heat_map_rows_come_from_the_observed_range() {
             assert!(lit >= 4, "{rows:?}\n{screen}");
         }
     }
+}
+
+/// The screen row of `pid`'s line in the process table.
+fn row_of(screen: &str, pid: u32) -> Option<usize> {
+    screen.lines().position(|l| {
+        l.get(1..)
+            .is_some_and(|r| r.starts_with(&format!("{pid} ")))
+    })
+}
+
+#[test]
+fn near_equal_processes_keep_their_rows_and_a_clear_leader_moves_up_at_once() {
+    let mut app = crate::app::App::new(ui());
+    let mut snap = demo_snapshot();
+    let set = |snap: &mut Snapshot, pid: u32, mib: u64| {
+        let p = snap.procs.iter_mut().find(|p| p.tgid == pid).unwrap();
+        p.interval.read_bytes = mib << 20;
+        p.interval.write_bytes = 0;
+        p.interval.writeback_bytes = 0;
+        p.interval.wrote_back_bytes = 0;
+    };
+    // restic ahead, then the two take turns being 5% ahead of each other, second after
+    // second, as two similar writers do: the rows stay where they were.
+    set(&mut snap, 777, 100);
+    set(&mut snap, 4242, 96);
+    app.update(snap.clone());
+    let first = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+    let (restic, postgres) = (row_of(&first, 777).unwrap(), row_of(&first, 4242).unwrap());
+    assert_eq!(postgres, restic + 1, "{first}");
+    for second in 0..6 {
+        let (a, b) = if second % 2 == 0 {
+            (96, 101)
+        } else {
+            (101, 96)
+        };
+        snap.seq += 1;
+        set(&mut snap, 777, a);
+        set(&mut snap, 4242, b);
+        app.update(snap.clone());
+        let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+        assert_eq!(
+            (row_of(&screen, 777), row_of(&screen, 4242)),
+            (Some(restic), Some(postgres)),
+            "second {second}:\n{screen}"
+        );
+    }
+    // postgres doubles restic: it overtakes at once.
+    snap.seq += 1;
+    set(&mut snap, 777, 100);
+    set(&mut snap, 4242, 200);
+    app.update(snap.clone());
+    let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+    assert_eq!(
+        (row_of(&screen, 4242), row_of(&screen, 777)),
+        (Some(restic), Some(postgres)),
+        "{screen}"
+    );
+    // Another sort starts in its own order at once.
+    app.ui.sort = SortKey::Pid;
+    let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+    assert!(row_of(&screen, 777) < row_of(&screen, 4242), "{screen}");
 }

@@ -2,7 +2,7 @@
 //! the left (the file's name kept), and anything still too long cut with `…`, so that no
 //! pane ever runs into the next or off the screen without saying so.
 
-use ratatui::text::Span;
+use ratatui::text::{Line, Span};
 
 /// Columns a string takes.
 pub fn width(text: &str) -> usize {
@@ -91,6 +91,64 @@ pub fn shorten_path(path: &str, max: usize) -> String {
     format!("…/{tail}")
 }
 
+/// `line` in at most `max` columns: cut from the end, the cut marked with `…` in the style
+/// of the text it ends (spans keep their styles), so nothing runs past its pane unseen.
+pub fn fit(line: Line<'static>, max: usize) -> Line<'static> {
+    if line.width() <= max {
+        return line;
+    }
+    let Line {
+        style,
+        alignment,
+        spans,
+    } = line;
+    let mut out: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    'spans: for span in spans {
+        let mut kept = String::new();
+        for c in span.content.chars() {
+            let w = char_width(c);
+            if used + w > max.saturating_sub(1) {
+                if !kept.is_empty() {
+                    out.push(Span::styled(kept, span.style));
+                }
+                break 'spans;
+            }
+            kept.push(c);
+            used += w;
+        }
+        out.push(Span::styled(kept, span.style));
+    }
+    if max > 0 {
+        // Not a space before the mark: `writes…`, not `writes …`.
+        while out.len() > 1 && out.last().is_some_and(|s| s.content.trim_end().is_empty()) {
+            out.pop();
+        }
+        match out.last_mut() {
+            Some(last) => {
+                let trimmed = last.content.trim_end().to_string();
+                last.content = format!("{trimmed}…").into();
+            }
+            None => out.push(Span::raw("…")),
+        }
+    }
+    Line {
+        style,
+        alignment,
+        spans: out,
+    }
+}
+
+/// `line` padded with spaces to `width` columns, so a row's style (the selection) covers
+/// the whole row as a table's does.
+pub fn pad(mut line: Line<'static>, width: usize) -> Line<'static> {
+    let have = line.width();
+    if have < width {
+        line.spans.push(Span::raw(" ".repeat(width - have)));
+    }
+    line
+}
+
 /// Words of `text` in lines of at most `width` columns; a word longer than a line is cut
 /// over lines. Never an empty result: an empty text is one empty line.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
@@ -175,6 +233,25 @@ mod tests {
         assert_eq!(elide("fsync after 128 B writes", 12), "fsync after…");
         assert_eq!(elide("short", 12), "short");
         assert_eq!(elide_left("kernel_clone", 6), "…clone");
+    }
+
+    #[test]
+    fn a_line_is_fitted_with_its_styles_and_says_it_was_cut() {
+        use ratatui::style::{Color, Style};
+        let red = Style::new().fg(Color::Red);
+        let line = Line::from(vec![Span::styled("‼ ", red), Span::raw("kworker ×6 pids")]);
+        assert_eq!(fit(line.clone(), 40), line);
+        let cut = fit(line.clone(), 10);
+        assert_eq!(cut.to_string(), "‼ kworker…");
+        assert_eq!(cut.spans[0].style, red, "the symbol keeps its colour");
+        assert_eq!(fit(line.clone(), 3).to_string(), "‼…");
+        assert_eq!(fit(line, 0).to_string(), "");
+        assert_eq!(fit(Line::raw("ab cd"), 4).to_string(), "ab…");
+        for max in 0..20 {
+            let fitted = fit(Line::raw("queue p50 1.4us p99 25us"), max);
+            assert!(fitted.width() <= max, "{max}: {fitted}");
+        }
+        assert_eq!(pad(Line::raw("ab"), 4).to_string(), "ab  ");
     }
 
     #[test]
