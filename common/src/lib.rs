@@ -9,6 +9,7 @@
 #![no_std]
 
 pub mod abi;
+pub mod aggregate;
 pub mod assoc;
 pub mod blame;
 pub mod block;

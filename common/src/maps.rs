@@ -53,7 +53,14 @@ pub const COUNTER_SYNC_WITHOUT_ENTER: u32 = 5;
 pub const COUNTER_DSTATE_STALE: u32 = 6;
 /// Records put in the ring buffer: with the dropped ones, every record the probes produced.
 pub const COUNTER_RING_SUBMITTED: u32 = 7;
-pub const COUNTER_COUNT: u32 = 8;
+/// Requests summed per (process, disk) in aggregation mode instead of streamed.
+pub const COUNTER_AGGREGATED: u32 = 8;
+/// Requests that could have been summed and were streamed as the counted sample.
+pub const COUNTER_SAMPLED: u32 = 9;
+/// Requests streamed because the per-(process, disk) map was full (none is lost: a request
+/// that cannot be summed is streamed).
+pub const COUNTER_AGGREGATE_FULL: u32 = 10;
+pub const COUNTER_COUNT: u32 = 11;
 
 /// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
 /// overflows. Cumulative since the probes were loaded; user space takes differences.
@@ -91,6 +98,8 @@ mod pod {
     // SAFETY: plain `#[repr(C)]` data without padding (checked by bytemuck's Pod derive).
     unsafe impl aya::Pod for super::DiskAggregate {}
     unsafe impl aya::Pod for super::LogicalWrites {}
+    unsafe impl aya::Pod for crate::aggregate::ProcDiskKey {}
+    unsafe impl aya::Pod for crate::aggregate::ProcDiskAggregate {}
     unsafe impl aya::Pod for crate::block::InFlightKey {}
     unsafe impl aya::Pod for crate::block::InFlight {}
     unsafe impl aya::Pod for crate::block::InFlightSet {}

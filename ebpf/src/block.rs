@@ -49,7 +49,7 @@ static DISK_AGGREGATES: PerCpuHashMap<u32, DiskAggregate> =
 static ZERO_AGGREGATE: PerCpuArray<DiskAggregate> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
-static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
 
 /// `ORIGIN_START` when the start probe sits on `block_io_start`, `ORIGIN_INSERT` on
 /// `block_rq_insert`.
@@ -357,6 +357,20 @@ pub fn finish(slot: inflight::Slot, c: &Completion, rest_key: &InFlightKey, now:
     aggregate(
         c.dev, c.op, bytes, c.error, queue_ns, device_ns, inserted, g2i_ns,
     );
+    // Past the rate where user space turns aggregation on, a plain request is summed per
+    // (process, disk) instead of streamed.
+    if crate::aggregate::summed(
+        &started,
+        c,
+        flags,
+        bytes,
+        &crate::aggregate::Times {
+            queue_ns,
+            device_ns,
+        },
+    ) {
+        return;
+    }
 
     let Some(mut record) = EVENTS.reserve::<BlockIoRecord>(0) else {
         bump(COUNTER_RING_DROPPED);

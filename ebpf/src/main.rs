@@ -13,6 +13,7 @@
 )]
 #![no_main]
 
+mod aggregate;
 mod blame;
 mod block;
 mod dio;

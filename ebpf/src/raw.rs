@@ -21,7 +21,7 @@ use iotop_bpf_common::{
         OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE, ORIGIN_START, RAW_KEY_DEV, RawOffsets,
     },
     dstate::{WakeupOutcome, on_wakeup},
-    maps::COUNTER_DSTATE_STALE,
+    maps::{COUNTER_DSTATE_STALE, COUNTER_READ_FAILED},
     raw::RawLayout,
     rwbs::RWBS_READ_LEN,
     tracepoint::ABSENT,
@@ -200,6 +200,7 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
     // q, cmd_flags and __sector sit in the request's first 64 bytes (the loader checks):
     // one read for the three.
     let Ok(head) = read::<[u64; 8]>(rq, 0) else {
+        bump(COUNTER_READ_FAILED);
         return 0;
     };
     let field = |offset: u32| head[(offset as usize / 8) & 7];
