@@ -392,6 +392,17 @@ impl Drop for BlkioThrottle {
     }
 }
 
+/// (reads, writes) completed on disk `name` (`loop7`) so far, from /proc/diskstats.
+#[must_use]
+pub fn diskstats_reads_writes(name: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/diskstats").unwrap();
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(2) == Some(&name))
+        .map(|f| (f[3].parse().unwrap(), f[7].parse().unwrap()))
+        .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
+}
+
 /// Every row of disk `name` (`loop7`), one per interval it appeared in.
 #[must_use]
 pub fn disk_rows<'a>(intervals: &'a [Value], name: &str) -> Vec<&'a Value> {

@@ -16,8 +16,8 @@ use std::{
 };
 
 use iotop_bpf_integration::{
-    DOCUMENTED_CAPS, JsonRun, LoopFs, as_nobody_with, binary, entries_of, findings_of, num,
-    process_on_device, require_root, sh, unprivileged_copy, workload,
+    DOCUMENTED_CAPS, JsonRun, LoopFs, as_nobody_with, binary, diskstats_reads_writes, entries_of,
+    findings_of, num, process_on_device, require_root, sh, unprivileged_copy, workload,
 };
 use serde_json::Value;
 
@@ -29,16 +29,6 @@ const SYNCERS: u64 = 20;
 
 /// One cell of the table: `Ok(what was seen)` or `Err(what was wrong)`.
 type Cell = Result<String, String>;
-
-/// Completed reads and writes of block device `name` (`/proc/diskstats`).
-fn diskstats(name: &str) -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/diskstats").unwrap();
-    text.lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.get(2) == Some(&name))
-        .map(|f| (f[3].parse().unwrap(), f[7].parse().unwrap()))
-        .unwrap_or_else(|| panic!("{name} not in /proc/diskstats"))
-}
 
 /// A bare loop device (no filesystem: nothing but dd writes to it).
 struct BareLoop {
@@ -129,6 +119,30 @@ fn dd_cell(intervals: &[Value], bare: &BareLoop, dd: (u32, u32), stats: (u64, u6
     ))
 }
 
+/// Every interval in the mode asked for; in aggregation mode, requests were summed.
+fn mode_cell(intervals: &[Value], aggregating: bool) -> Cell {
+    let want = if aggregating {
+        "aggregating"
+    } else {
+        "streaming"
+    };
+    let wrong = intervals
+        .iter()
+        .filter(|i| i["events"]["mode"] != want)
+        .count();
+    let summed: u64 = intervals
+        .iter()
+        .map(|i| num(&i["events"], "aggregated"))
+        .sum();
+    if wrong > 0 {
+        return Err(format!("{wrong} intervals not {want}"));
+    }
+    if aggregating && summed == 0 {
+        return Err("aggregating, but no request summed".into());
+    }
+    Ok(format!("{want}, {summed} requests summed in the kernel"))
+}
+
 fn syncs_cell(intervals: &[Value], pids: &[u32]) -> Cell {
     let counted: u64 = pids
         .iter()
@@ -215,7 +229,13 @@ fn finding_cell(intervals: &[Value], kind: &str, pid: u32, what: &str) -> Cell {
 }
 
 /// Runs every workload under one run of the tool started by `command`, and judges each cell.
-fn smoke(mode: &str, command: Command) -> Vec<(&'static str, Cell)> {
+/// `aggregating`: the tool sums plain requests in the kernel from the start (aggregation
+/// mode, `IOTOP_BPF_AGGREGATE_ABOVE=0`) instead of streaming each: every cell must hold in
+/// both modes, on every kernel.
+fn smoke(mode: &str, mut command: Command, aggregating: bool) -> Vec<(&'static str, Cell)> {
+    if aggregating {
+        command.env("IOTOP_BPF_AGGREGATE_ABOVE", "0");
+    }
     let bare = BareLoop::new();
     let ext4 = LoopFs::new("ext4", 256);
     let xfs = LoopFs::new("xfs", 512);
@@ -223,7 +243,7 @@ fn smoke(mode: &str, command: Command) -> Vec<(&'static str, Cell)> {
     std::fs::write(&synced, b"x").unwrap();
 
     let tool = JsonRun::start_command(command);
-    let before = diskstats(bare.name());
+    let before = diskstats_reads_writes(bare.name());
     let of = format!("of={}", bare.device);
     let iff = format!("if={}", bare.device);
     let count_w = format!("count={DD_WRITES}");
@@ -238,7 +258,7 @@ fn smoke(mode: &str, command: Command) -> Vec<(&'static str, Cell)> {
     );
     // Settled: the requests completed before the tool is stopped.
     thread::sleep(Duration::from_millis(500));
-    let after = diskstats(bare.name());
+    let after = diskstats_reads_writes(bare.name());
     let syncers: Vec<u32> = (0..SYNCERS)
         .map(|_| run("sync", &[synced.to_str().unwrap()]))
         .collect();
@@ -282,6 +302,7 @@ fn smoke(mode: &str, command: Command) -> Vec<(&'static str, Cell)> {
                 Err(format!("{dropped} records dropped"))
             },
         ),
+        ("mode", mode_cell(&intervals, aggregating)),
         (
             "attribution",
             dd_cell(&intervals, &bare, (dd_write, dd_read), disk),
@@ -324,7 +345,7 @@ fn smoke_as_root() {
     if !require_root("smoke_as_root") {
         return;
     }
-    let cells = smoke("root", Command::new(binary()));
+    let cells = smoke("root", Command::new(binary()), false);
     report("root", &cells);
 }
 
@@ -335,7 +356,8 @@ fn smoke_with_the_documented_capabilities() {
         return;
     }
     let (dir, exe) = unprivileged_copy("smoke");
-    let cells = smoke("capabilities", as_nobody_with(DOCUMENTED_CAPS, &exe));
+    // With the capabilities alone, in aggregation mode: each mode is checked on each kernel.
+    let cells = smoke("capabilities", as_nobody_with(DOCUMENTED_CAPS, &exe), true);
     std::fs::remove_dir_all(&dir).unwrap();
     report("capabilities", &cells);
 }

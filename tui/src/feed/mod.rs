@@ -3,6 +3,7 @@
 //! (load, run queue, CPU times, I/O pressure, dirty memory) sampled at the end of each
 //! interval (and once at the start, as the baseline); or a recording of all that.
 
+mod aggregation;
 mod cgroups;
 pub mod host;
 mod io_controls;
@@ -19,9 +20,9 @@ use std::{io, os::fd::AsRawFd as _};
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use iotop_bpf_common::maps::{
-    COUNTER_COMPLETE_WITHOUT_START, COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START,
-    COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
-    LogicalWrites,
+    COUNTER_AGGREGATE_FULL, COUNTER_AGGREGATED, COUNTER_COMPLETE_WITHOUT_START,
+    COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED,
+    COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, COUNTER_SAMPLED, DiskAggregate, LogicalWrites,
 };
 use iotop_bpf_common::throttle::{CallKey, CallSlot, CallTotals, DirtyTotals};
 use tokio::io::unix::AsyncFd;
@@ -78,6 +79,10 @@ pub struct LiveFeed {
     /// The wait before the request: who had calls or pauses, and their cgroups.
     throttle: ThrottleWatch,
     sched_split: SchedSplitSwitch,
+    /// Aggregation mode: its switch and the kernel's per-(process, disk) sums.
+    aggregation: aggregation::Aggregation,
+    /// The largest filesystem or physical block size in use (see `refresh_geometry`).
+    largest_block: u64,
     started_ns: u64,
     report: ProbeReport,
     // Last, so the maps above are closed before the programs are detached.
@@ -102,7 +107,14 @@ impl LiveFeed {
             dirty_pauses,
             call_latency_on,
             sched_split_on,
+            aggregate_align,
+            proc_disks,
         } = probes.take_maps()?;
+        let aggregation = aggregation::Aggregation::new(
+            aggregate_align,
+            proc_disks,
+            aggregation::Policy::from_env().map_err(|e| anyhow::anyhow!(e))?,
+        );
         let kallsyms = Kallsyms::load_in_background();
         let mut report = probes.report.clone();
         if Kallsyms::hidden() {
@@ -150,6 +162,8 @@ impl LiveFeed {
                 ..ThrottleWatch::default()
             },
             sched_split: SchedSplitSwitch::new(sched_split_on),
+            aggregation,
+            largest_block: 4096,
             started_ns: monotonic_ns(),
             report,
             probes,
@@ -165,6 +179,7 @@ impl LiveFeed {
             return;
         }
         let align = self.block_sizes.largest_block_in_use();
+        self.largest_block = align;
         if let Err(e) = self.dio_stream_align.set(0, align, 0) {
             self.report
                 .degraded
@@ -259,6 +274,9 @@ impl LiveFeed {
             read_failed: counter(COUNTER_READ_FAILED),
             in_flight_evicted: counter(COUNTER_IN_FLIGHT_EVICTED),
             ring_submitted: counter(COUNTER_RING_SUBMITTED),
+            aggregated: counter(COUNTER_AGGREGATED),
+            sampled: counter(COUNTER_SAMPLED),
+            aggregate_full: counter(COUNTER_AGGREGATE_FULL),
         };
         let disks: Vec<DiskTotals> = self
             .disks
@@ -292,6 +310,18 @@ impl LiveFeed {
             &self.exited,
             now_ns,
         );
+        // The mode of the interval this sample closes, and what it summed; then the mode of
+        // the next one, from this one's rate.
+        let aggregating = self.aggregation.on();
+        let proc_disks = self.aggregation.sums(&self.exited);
+        let requests: u64 = disks.iter().map(|d| d.requests.iter().sum::<u64>()).sum();
+        if let Err(e) = self
+            .aggregation
+            .decide(requests, now_ns, self.largest_block)
+            && !self.report.degraded.contains(&e)
+        {
+            self.report.degraded.push(e);
+        }
         for tgid in self.exited.drain(..) {
             let _ = self.logical_writes.remove(&tgid);
             let _ = self.dstate_time.remove(&tgid);
@@ -325,6 +355,8 @@ impl LiveFeed {
             io_limits,
             call_latency_on: self.throttle.measuring(),
             schedulers,
+            aggregating,
+            proc_disks,
         }
     }
 

@@ -15,6 +15,7 @@ use super::{
     ledger::SyncLedger,
     procs::{ProcBook, Settings},
     snapshot::{EventStats, Snapshot},
+    summed::SummedBook,
     throttle::ThrottleBook,
 };
 
@@ -51,6 +52,8 @@ pub struct Aggregator {
     prev_logical: HashMap<u32, u64>,
     /// Direct I/O call latency and dirty pauses at the previous sample.
     throttle: ThrottleBook,
+    /// The requests the probes summed, at the previous sample.
+    summed: SummedBook,
     /// `vm.dirty_*` as last read.
     dirty_settings: Option<DirtySettings>,
     received: u64,
@@ -80,6 +83,7 @@ impl Aggregator {
             bpf_cpu_pct: None,
             prev_logical: HashMap::new(),
             throttle: ThrottleBook::default(),
+            summed: SummedBook::default(),
             dirty_settings: None,
             received: 0,
             received_total: 0,
@@ -141,6 +145,7 @@ impl Aggregator {
         self.prev_cost = sample.self_cost;
         self.prev_requests = requests(sample);
         self.prev_logical = sample.logical_writes.iter().copied().collect();
+        self.summed.baseline(&sample.proc_disks);
         self.throttle.baseline(sample);
         self.dstate.interval_time(
             sample.now_ns,
@@ -162,6 +167,11 @@ impl Aggregator {
             self.procs.settled(sync);
         }
         self.take_logical_writes(sample);
+        // Requests summed in the kernel count as if each had been streamed.
+        for delta in self.summed.deltas(&sample.proc_disks) {
+            self.procs.summed(&delta, sample.now_ns);
+            self.disks.summed(&delta);
+        }
         self.take_dstate_time(sample);
         self.take_throttling(sample);
         self.procs.settle_unseen_exits();
@@ -283,6 +293,15 @@ impl Aggregator {
             bpf_sampled: c.bpf_stats_sampled && !c.bpf_stats_on,
             cpu_pct,
             call_latency_on: sample.call_latency_on,
+            aggregating: sample.aggregating,
+            aggregated: sample
+                .counters
+                .aggregated
+                .saturating_sub(self.prev_counters.aggregated),
+            sampled: sample
+                .counters
+                .sampled
+                .saturating_sub(self.prev_counters.sampled),
         };
         self.prev_counters = sample.counters;
         self.prev_cost = sample.self_cost;

@@ -85,6 +85,19 @@ impl DiskBook {
         state.interval_sizes.add(io);
     }
 
+    /// Requests the probes summed (aggregation mode): counts come from the kernel's disk
+    /// totals as always; percentiles and sizes from these.
+    pub(super) fn summed(&mut self, sums: &super::ProcDiskTotals) {
+        let state = self.disks.entry(sums.dev).or_default();
+        state.interval.add_summed(sums);
+        for (bytes, n) in sums.read_request_sizes() {
+            state.interval_sizes.read.record_n(bytes, n);
+        }
+        for (bytes, n) in sums.write_request_sizes() {
+            state.interval_sizes.write.record_n(bytes, n);
+        }
+    }
+
     /// The counters as they were when the probes were attached.
     pub(super) fn baseline(&mut self, sample: &KernelSample) {
         self.prev_totals = sample.disks.iter().map(|t| (t.dev, t.clone())).collect();

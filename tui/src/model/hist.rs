@@ -140,9 +140,17 @@ impl Buckets {
 
 impl Histogram {
     pub fn record(&mut self, value: u64) {
-        self.buckets.add(bucket_of(value), 1);
-        self.count += 1;
-        self.sum = self.sum.saturating_add(value);
+        self.record_n(value, 1);
+    }
+
+    /// `n` values of `value` (what a slot of a kernel histogram stands for).
+    pub fn record_n(&mut self, value: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.buckets.add(bucket_of(value), n);
+        self.count += n;
+        self.sum = self.sum.saturating_add(value.saturating_mul(n));
         self.max = self.max.max(value);
     }
 
@@ -348,11 +356,16 @@ impl SizeHist {
     }
 
     pub fn record(&mut self, bytes: u64) {
+        self.record_n(bytes, 1);
+    }
+
+    /// `n` requests of `bytes`.
+    pub fn record_n(&mut self, bytes: u64, n: u64) {
         // The smallest slot whose bound is >= bytes: ceil(log2(bytes)) - 9, clamped.
         let bits = u64::BITS - bytes.saturating_sub(1).leading_zeros();
         let slot = (bits.saturating_sub(9) as usize).min(SIZE_SLOTS - 1);
-        self.slots[slot] += 1;
-        self.sum_bytes = self.sum_bytes.saturating_add(bytes);
+        self.slots[slot] += n;
+        self.sum_bytes = self.sum_bytes.saturating_add(bytes.saturating_mul(n));
     }
 
     pub fn count(&self) -> u64 {

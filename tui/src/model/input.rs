@@ -601,6 +601,14 @@ pub struct KernelCounters {
     /// Records put in the ring buffer (with `ring_dropped`: every record produced).
     #[serde(default)]
     pub ring_submitted: u64,
+    /// Requests summed per (process, disk) instead of streamed, those streamed as the counted
+    /// sample, and those streamed because the map was full (aggregation mode).
+    #[serde(default)]
+    pub aggregated: u64,
+    #[serde(default)]
+    pub sampled: u64,
+    #[serde(default)]
+    pub aggregate_full: u64,
 }
 
 /// What the tool itself costs, cumulative.
@@ -741,6 +749,13 @@ pub struct KernelSample {
     /// The I/O scheduler of each disk that has one (not `none`), from sysfs.
     #[serde(default)]
     pub schedulers: Vec<(Dev, String)>,
+    /// The probes were summing plain requests per (process, disk) rather than streaming
+    /// them (aggregation mode, past a measured rate) when the sample was taken.
+    #[serde(default)]
+    pub aggregating: bool,
+    /// Their sums per (process, disk), cumulative (empty while never aggregating).
+    #[serde(default)]
+    pub proc_disks: Vec<super::summed::ProcDiskTotals>,
 }
 
 /// Host-wide figures for the header, raw as the kernel prints them: cumulative (CPU jiffies)

@@ -19,6 +19,7 @@ mod patterns;
 mod procs;
 pub mod quantity;
 mod snapshot;
+mod summed;
 mod sync;
 pub mod throttle;
 
@@ -38,6 +39,7 @@ pub use snapshot::{
     ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, SyncedFiles,
     WaitFigures, Waits, wait_site,
 };
+pub use summed::ProcDiskTotals;
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device
 /// numbers and file identities from the kernel; SipHash was 16% of the tool's CPU).

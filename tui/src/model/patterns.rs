@@ -231,6 +231,20 @@ impl PatternStats {
         }
     }
 
+    /// Requests the probes summed: sizes by their power of two, and those that continued the
+    /// previous one.
+    pub(super) fn add_summed(&mut self, sums: &super::ProcDiskTotals) {
+        for (bytes, n) in sums.read_request_sizes() {
+            let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+            count_size(&mut self.read_sizes, bytes, n, MAX_SIZES);
+        }
+        for (bytes, n) in sums.write_request_sizes() {
+            let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+            count_size(&mut self.write_sizes, bytes, n, MAX_SIZES);
+        }
+        self.sequential += sums.sequential;
+    }
+
     pub(super) fn add_dio(&mut self, call: &DioCall, geometry: &mut DioGeometry) {
         let d = &mut self.dio;
         // XFS tries an unaligned write overwrite-only first, then again for real if that

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, CgroupInfo, Comm, Dev, DioCall, IoLimits, Op, SyncCall,
+    BlockIo, CgroupInfo, Comm, Dev, DioCall, IoLimits, Op, ProcDiskTotals, SyncCall,
     hist::Histogram,
     ledger::{Charge, SettledSync},
     patterns::{DioGeometry, PatternStats},
@@ -57,6 +57,15 @@ pub(super) struct OpCounts {
 }
 
 impl OpCounts {
+    /// Summed reads and writes (aggregation mode).
+    fn add_summed(&mut self, sums: &ProcDiskTotals) {
+        for (op, i) in [(OP_READ, 0), (OP_WRITE, 1)] {
+            let op = usize::from(op);
+            self.requests[op] += sums.requests[i];
+            self.bytes[op] = self.bytes[op].saturating_add(sums.bytes[i]);
+        }
+    }
+
     fn add(&mut self, io: &BlockIo) {
         let op = op_index(io.process_op());
         self.requests[op] += 1;
@@ -95,6 +104,19 @@ impl Latencies {
         self.total.record(io.latency_ns());
         self.queue.record(io.queue_ns());
         self.device.record(io.device_ns());
+    }
+
+    /// Requests the probes summed: each slot's middle stands for its latencies.
+    pub(super) fn add_summed(&mut self, sums: &ProcDiskTotals) {
+        for (ns, n) in sums.total_latencies() {
+            self.total.record_n(ns, n);
+        }
+        for (ns, n) in sums.queue_latencies() {
+            self.queue.record_n(ns, n);
+        }
+        for (ns, n) in sums.device_latencies() {
+            self.device.record_n(ns, n);
+        }
     }
     pub(super) fn merge(&mut self, other: &Self) {
         self.total.merge(&other.total);
@@ -157,6 +179,13 @@ impl ProcPeriod {
         self.counts.add(io);
         self.latencies.add(io);
         self.devices.entry(io.dev).or_default().add(io);
+    }
+
+    fn add_summed(&mut self, sums: &ProcDiskTotals) {
+        self.counts.add_summed(sums);
+        self.latencies.add_summed(sums);
+        self.devices.entry(sums.dev).or_default().add_summed(sums);
+        self.patterns.add_summed(sums);
     }
 
     fn merge(&mut self, other: &Self) {
@@ -443,6 +472,12 @@ impl ProcBook {
                 .written_by
                 .add(io.tgid, io.comm, bytes);
         }
+    }
+
+    /// Requests the probes summed for the process on one disk since the previous sample.
+    pub(super) fn summed(&mut self, sums: &ProcDiskTotals, now_ns: u64) {
+        let proc = self.entry(sums.tgid, sums.comm, now_ns);
+        proc.interval.add_summed(sums);
     }
 
     pub(super) fn sync(&mut self, call: &SyncCall) {

@@ -59,6 +59,12 @@ pub struct EventStats {
     pub cpu_pct: Option<f64>,
     /// Direct I/O call latency is being measured (on demand; see `model::throttle`).
     pub call_latency_on: bool,
+    /// The probes sum plain requests per (process, disk) instead of streaming them
+    /// (aggregation mode, past a measured rate).
+    pub aggregating: bool,
+    /// Requests summed in this interval, and those of them streamed as the counted sample.
+    pub aggregated: u64,
+    pub sampled: u64,
 }
 
 /// A disk's figures over some period (the interval, or since start).

@@ -19,6 +19,7 @@ use aya::{
     programs::{BtfTracePoint, ProgramError, RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
+    aggregate::{AGGREGATE_ALIGN, PROC_DISK_AGGREGATES, ProcDiskAggregate, ProcDiskKey},
     blame::GLOBAL_BLAME_OFFSETS,
     block::GLOBAL_RAW_OFFSETS,
     dio::{DIO_STREAM_ALIGN, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS},
@@ -243,6 +244,10 @@ pub struct ProbeMaps {
     pub dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
     /// The on/off switch of direct I/O call latency (one entry).
     pub call_latency_on: Array<MapData, u32>,
+    /// Aggregation mode's switch and alignment (one entry; 0: streaming).
+    pub aggregate_align: Array<MapData, u64>,
+    /// (tgid, disk) -> the requests summed instead of streamed, cumulative.
+    pub proc_disks: PerCpuHashMap<MapData, ProcDiskKey, ProcDiskAggregate>,
     /// The switch of the scheduler split (`SCHED_SPLIT_ON`).
     pub sched_split_on: Array<MapData, u32>,
 }
@@ -305,6 +310,13 @@ impl Probes {
         loader.override_global(GLOBAL_RAW_LAYOUT, &g.raw_layout, true);
         loader.override_global(GLOBAL_SYSCALL_TABLE, &g.syscall_table, true);
         loader.override_global(GLOBAL_FAULT_INJECT, &g.fault, true);
+        // The per-(process, disk) sums are per CPU: their entries come from the CPUs there can
+        // be, within a fixed memory budget.
+        let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+        loader.map_max_entries(
+            iotop_bpf_common::aggregate::PROC_DISK_AGGREGATES,
+            iotop_bpf_common::aggregate::entries_for(cpus),
+        );
         let mut ebpf = loader
             .load(EBPF_OBJECT)
             .context("create the eBPF maps (load the object into the kernel)")?;
@@ -478,6 +490,10 @@ impl Probes {
             call_latency_on: Array::try_from(take(CALL_LATENCY_ON)?)
                 .context("map CALL_LATENCY_ON")?,
             sched_split_on: Array::try_from(take(SCHED_SPLIT_ON)?).context("map SCHED_SPLIT_ON")?,
+            aggregate_align: Array::try_from(take(AGGREGATE_ALIGN)?)
+                .context("map AGGREGATE_ALIGN")?,
+            proc_disks: PerCpuHashMap::try_from(take(PROC_DISK_AGGREGATES)?)
+                .context("map PROC_DISK_AGGREGATES")?,
         })
     }
 }

@@ -184,6 +184,13 @@ pub struct Events {
     /// measured: on demand, by default while a cgroup I/O control is configured on the host
     /// (`IOTOP_BPF_CALL_LATENCY=auto|on|off`). False: those figures are 0, not measured.
     pub call_latency: bool,
+    /// `streaming` (a record per request) or `aggregating` (past a measured rate, plain
+    /// requests are summed per process and disk in the kernel; `IOTOP_BPF_AGGREGATE_ABOVE`).
+    pub mode: &'static str,
+    /// Requests summed in the kernel in this interval, and those streamed as the counted
+    /// sample (one in 64 of the requests that could be summed).
+    pub aggregated: u64,
+    pub sampled: u64,
 }
 
 /// The first figures of the 60-second analysis, at the end of the interval. Null: the source
@@ -838,6 +845,13 @@ pub fn interval<'a>(
             },
             cpu_pct: snap.events.cpu_pct.map(round2),
             call_latency: snap.events.call_latency_on,
+            mode: if snap.events.aggregating {
+                "aggregating"
+            } else {
+                "streaming"
+            },
+            aggregated: snap.events.aggregated,
+            sampled: snap.events.sampled,
         },
         host: (&snap.host).into(),
         // Every disk seen since start, idle ones with zeros, so scripts see a stable list.

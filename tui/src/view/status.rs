@@ -91,6 +91,14 @@ fn tool_parts(snap: &Snapshot, ui: &UiState, theme: &Theme) -> Vec<Part> {
             keep: Keep::Always,
         });
     }
+    // Aggregation mode: plain requests are summed in the kernel, not streamed one by one
+    // (their latencies and sizes are then known to a slot, not exactly).
+    if e.aggregating {
+        parts.push(Part {
+            span: Span::styled(" [AGG]", theme.key),
+            keep: Keep::Always,
+        });
+    }
     // A second viewer (`attach`): whether it is receiving, and what it lost.
     let link = match &ui.link {
         None => None,
