@@ -28,6 +28,7 @@ use anyhow::{Context, Result, bail};
 use crate::util::{cmd, find_in_path, is_root, release_binary, run, stdout_of};
 
 mod load;
+mod modes;
 mod process;
 mod shapes;
 use load::{bpf_programs_loaded, live_view, under_load};
@@ -144,11 +145,19 @@ pub fn bench(args: &Args) -> Result<()> {
                 )
             };
             let baseline = fio(&device.dev, workload, args.seconds, None)?;
-            let iotop = pass(Tracer::Iotop(&binary), false)?;
+            let iotop = pass(Tracer::Iotop(&binary, false), false)?;
             let iotop_cost = if args.no_bpf_stats {
                 None
             } else {
-                Some(pass(Tracer::Iotop(&binary), true)?)
+                Some(pass(Tracer::Iotop(&binary, false), true)?)
+            };
+            // The same with aggregation mode on from the start (it switches on by itself
+            // only past its rate, which these shapes may not reach).
+            let summed = pass(Tracer::Iotop(&binary, true), false)?;
+            let summed_cost = if args.no_bpf_stats {
+                None
+            } else {
+                Some(pass(Tracer::Iotop(&binary, true), true)?)
             };
             let mut peers = Vec::new();
             for peer in PEERS {
@@ -178,12 +187,15 @@ pub fn bench(args: &Args) -> Result<()> {
                     .map_or("-".into(), |v| format!("{v:.0}"))
             };
             println!(
-                "round {round}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%, {} ns){}",
+                "round {round}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%, {} ns) | aggregating {:.1}k ({:.1}%, {} ns){}",
                 args.runs,
                 baseline.iops / 1e3,
                 iotop.fio.iops / 1e3,
                 100.0 * iotop.fio.iops / baseline.iops,
                 ns(iotop_cost.as_ref()),
+                summed.fio.iops / 1e3,
+                100.0 * summed.fio.iops / baseline.iops,
+                ns(summed_cost.as_ref()),
                 peers
                     .iter()
                     .map(|p| format!(
@@ -199,6 +211,8 @@ pub fn bench(args: &Args) -> Result<()> {
                 baseline,
                 iotop,
                 iotop_cost,
+                summed,
+                summed_cost,
                 peers,
             });
         }
@@ -265,6 +279,9 @@ struct Round {
     baseline: Fio,
     iotop: Traced,
     iotop_cost: Option<Traced>,
+    /// iotop-bpf in aggregation mode.
+    summed: Traced,
+    summed_cost: Option<Traced>,
     peers: Vec<PeerRun>,
 }
 
@@ -380,6 +397,7 @@ fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
         "(context)",
         None,
     ));
+    figures.extend(modes::report(workload, rounds, iotop_ns, cpu));
     figures.push(figure(
         &format!("{name}: events received / dropped"),
         format!("{received} / {dropped}"),
@@ -534,7 +552,8 @@ fn fio(dev: &str, workload: Workload, seconds: u32, rate: Option<u32>) -> Result
 }
 
 enum Tracer<'a> {
-    Iotop(&'a Path),
+    /// The binary, and whether in aggregation mode from the start.
+    Iotop(&'a Path, bool),
     Peer(Peer),
 }
 
@@ -568,11 +587,13 @@ fn traced(
     let stats = stats.then(BpfStatsSwitch::enable).flatten();
     let started = Instant::now();
     let mut tool = match tracer {
-        Tracer::Iotop(binary) => {
-            let mut tool = Background::spawn(
-                "iotop-bpf",
-                cmd(binary).args(["--batch", "--json", "-d", "1"]),
-            )?;
+        Tracer::Iotop(binary, aggregating) => {
+            let mut command = cmd(binary);
+            command.args(["--batch", "--json", "-d", "1"]);
+            if aggregating {
+                command.env("IOTOP_BPF_AGGREGATE_ABOVE", "0");
+            }
+            let mut tool = Background::spawn("iotop-bpf", &mut command)?;
             // The first line means the programs are loaded and attached.
             tool.wait_line(Duration::from_secs(60))?;
             thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
@@ -592,7 +613,7 @@ fn traced(
     let fio = fio(&device.dev, workload, seconds, None)?;
     let (cpu_after, bpf_after, wall) = (cpu_ticks(pid)?, prog_stats(pid), t0.elapsed());
     tool.check_alive()?;
-    let is_iotop = matches!(tracer, Tracer::Iotop(_));
+    let is_iotop = matches!(tracer, Tracer::Iotop(..));
     let (lines, _) = tool.stop()?;
 
     let (received, dropped) = if is_iotop {
