@@ -173,3 +173,57 @@ fn a_refused_probe_is_said_on_the_status_line() {
     );
     tmux.keys("q");
 }
+
+/// Issue 19's incident at 80x24: a real program that syncs every small write (dd with
+/// `oflag=dsync`, 128-byte records: lab001's pattern without our reproducer) shows on the
+/// screen, named with its file, within 5 s and without a key; after it exited, its finding
+/// still opens from the findings pane, fix included.
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn the_culprit_shows_with_its_file_and_its_fix_opens_after_it_exits() {
+    if !require_root("the_culprit_shows_with_its_file_and_its_fix_opens_after_it_exits") {
+        return;
+    }
+    let fs = iotop_bpf_integration::LoopFs::new("ext4", 256);
+    let tmux = session("culprit");
+    let log = fs.path("journal.log");
+    let started = std::time::Instant::now();
+    // Killed after 4 s: an exit in the middle, as an incident's culprit is often stopped.
+    let mut dd = Command::new("timeout")
+        .args([
+            "4",
+            "dd",
+            "if=/dev/zero",
+            "bs=128",
+            "count=10000000",
+            "oflag=dsync",
+        ])
+        .arg(format!("of={}", log.display()))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run dd");
+    let deadline = started + std::time::Duration::from_secs(5);
+    let shown = loop {
+        let screen = tmux.screen();
+        if screen.contains("write_amplification") && screen.contains("journal.log") {
+            break screen;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no finding naming journal.log within 5 s:\n{screen}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    eprintln!("shown {:?} after dd started:\n{shown}", started.elapsed());
+    assert!(shown.contains("dd"), "{shown}");
+    let _ = dd.wait();
+    // Its row has gone quiet; the finding stays listed and opens.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    tmux.keys("Tab");
+    tmux.wait_for("▸ Findings");
+    tmux.keys("Enter");
+    let text = tmux.wait_for("fix");
+    assert!(text.contains("journal.log"), "{text}");
+    assert!(text.contains("write_amplification"), "{text}");
+    tmux.keys("q");
+}

@@ -17,8 +17,8 @@ use crate::export::{
     propagate_version = true,
     about = "Live, top-like view of Linux storage I/O: who does it, how slow it is, and why",
     after_help = "Keys in the live view: q quit, space pause, Tab next pane, j/k or arrows select, \
-                  s or < > sort, r reverse, / filter, c cumulative, H heat map, [ ] step back, \
-                  w save the screen, ? help.\n\
+                  s or < > sort, r reverse, / filter, c cumulative, C per cgroup, x kernel workers \
+                  one by one, Enter open, H heat map, [ ] step back, w save the screen, ? help.\n\
                   Needs root, or CAP_BPF and CAP_PERFMON (plus CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE and \
                   CAP_SYSLOG for every feature; see docs/kernels.md): sudo iotop-bpf"
 )]
