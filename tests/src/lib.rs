@@ -366,6 +366,23 @@ pub fn workload_in(blkio_group: Option<&str>, args: &[&str]) -> (u32, String) {
     (pid, stdout)
 }
 
+/// The XFS tail write as built in: 20 O_DIRECT appends of 1 MiB from offset 1536 into new
+/// files under `dir` (each zeroes the rest of its last block); returns the workload's pid.
+pub fn dio_tail(dir: &std::path::Path) -> u32 {
+    workload(&[
+        "dio-tail",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--offset",
+        "1536",
+        "--size",
+        "1048576",
+        "--count",
+        "20",
+    ])
+    .0
+}
+
 /// A cgroup-v1 blkio group that throttles writes to `dev` (`major:minor`) to `iops`;
 /// removed on drop.
 pub struct BlkioThrottle {

@@ -8,8 +8,8 @@
 use std::process::Command;
 
 use iotop_bpf_integration::{
-    JsonRun, LoopFs, diskstats_reads_writes, findings_of, num, process_on_device, require_root, sh,
-    workload,
+    JsonRun, LoopFs, dio_tail, diskstats_reads_writes, findings_of, num, process_on_device,
+    require_root, sh, workload,
 };
 use serde_json::Value;
 
@@ -245,19 +245,9 @@ fn the_switch_comes_at_the_rate_and_the_findings_hold_while_aggregating() {
         reads.join().unwrap();
         lab001
     });
-    let (tail, _) = std::thread::scope(|s| {
+    let tail = std::thread::scope(|s| {
         let reads = s.spawn(|| fio_reads(&file));
-        let tail = workload(&[
-            "dio-tail",
-            "--dir",
-            xfs.path("dio").to_str().unwrap(),
-            "--offset",
-            "1536",
-            "--size",
-            "1048576",
-            "--count",
-            "20",
-        ]);
+        let tail = dio_tail(&xfs.path("dio"));
         reads.join().unwrap();
         tail
     });

@@ -16,8 +16,8 @@ use std::{
 };
 
 use iotop_bpf_integration::{
-    DOCUMENTED_CAPS, JsonRun, LoopFs, as_nobody_with, binary, diskstats_reads_writes, entries_of,
-    findings_of, num, process_on_device, require_root, sh, unprivileged_copy, workload,
+    DOCUMENTED_CAPS, JsonRun, LoopFs, as_nobody_with, binary, dio_tail, diskstats_reads_writes,
+    entries_of, findings_of, num, process_on_device, require_root, sh, unprivileged_copy, workload,
 };
 use serde_json::Value;
 
@@ -274,17 +274,7 @@ fn smoke(mode: &str, mut command: Command, aggregating: bool) -> Vec<(&'static s
     ]);
     const D_SECONDS: u64 = 3;
     let (dstate, _) = workload(&["dstate", "--seconds", &D_SECONDS.to_string()]);
-    let (tail, _) = workload(&[
-        "dio-tail",
-        "--dir",
-        xfs.path("dio").to_str().unwrap(),
-        "--offset",
-        "1536",
-        "--size",
-        "1048576",
-        "--count",
-        "20",
-    ]);
+    let tail = dio_tail(&xfs.path("dio"));
     thread::sleep(Duration::from_millis(1500));
     let intervals = tool.stop();
 

@@ -216,6 +216,16 @@ fn on_file(mut call: SyncCall, ino: u64) -> SyncCall {
     call
 }
 
+/// Process 42's sync_file_range(WRITE) of inode `ino` at `at_ms`, and the 4 KiB it wrote.
+fn write_out(ledger: &mut SyncLedger, ino: u64, at_ms: u64) {
+    let mut start = on_file(fsync(42, at_ms, at_ms, Some(LOOP0)), ino);
+    start.kind = SyncKind::SyncFileRangeWrite;
+    ledger.note_sync(&start);
+    let mut w = write(42, "git", 0, 4096, false, true);
+    w.created_ns = at_ms * MS;
+    ledger.note_write(&w);
+}
+
 #[test]
 fn what_sync_file_range_wrote_out_is_the_files_next_fsyncs_own() {
     // dpkg: write a small file, sync_file_range(WRITE) it (its data block is created in the
@@ -264,13 +274,7 @@ fn a_commit_with_nothing_of_its_own_makes_every_write_out_durable() {
     // that commit makes them all durable, so their write-outs are its cost (and payload).
     let mut ledger = SyncLedger::default();
     for ino in 1..=200u64 {
-        let at = ino;
-        let mut start = on_file(fsync(42, at, at, Some(LOOP0)), ino);
-        start.kind = SyncKind::SyncFileRangeWrite;
-        ledger.note_sync(&start);
-        let mut w = write(42, "git", 0, 4096, false, true);
-        w.created_ns = at * MS;
-        ledger.note_write(&w);
+        write_out(&mut ledger, ino, ino);
     }
     let mut marker = on_file(fsync(42, 300, 301, Some(LOOP0)), 1_000);
     marker.window_bytes = 0;
@@ -289,14 +293,8 @@ fn files_written_out_and_never_synced_are_bounded_and_expire() {
     use super::ahead::{EXPIRE_NS, MAX_FILES};
     let mut ledger = SyncLedger::default();
     for ino in 1..=(MAX_FILES as u64 + 100) {
-        let at = ino;
-        let mut start = on_file(fsync(42, at, at, Some(LOOP0)), ino);
-        start.kind = SyncKind::SyncFileRangeWrite;
-        ledger.note_sync(&start);
-        let mut w = write(42, "git", 0, 4096, false, true);
-        w.created_ns = at * MS;
-        ledger.note_write(&w);
-        ledger.settle(at * MS + SETTLE_NS, false);
+        write_out(&mut ledger, ino, ino);
+        ledger.settle(ino * MS + SETTLE_NS, false);
     }
     assert!(ledger.ahead.files() <= MAX_FILES);
     assert!(ledger.ahead.order_len() <= 2 * MAX_FILES);
