@@ -158,6 +158,9 @@ impl LoopFs {
         .trim()
         .to_string();
         let name = device.trim_start_matches("/dev/").to_string();
+        // A loop device keeps the scheduler its last user set (the btt tests and the
+        // recordings' script set mq-deadline): every test starts from none, as it comes.
+        let _ = std::fs::write(format!("/sys/block/{name}/queue/scheduler"), "none");
         let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
             .unwrap_or_default()
             .trim()

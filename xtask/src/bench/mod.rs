@@ -454,10 +454,19 @@ impl LoopDevice {
                 )
             });
         match result {
-            Ok(out) => Ok(Self {
-                file,
-                dev: out.trim().to_owned(),
-            }),
+            Ok(out) => {
+                let device = Self {
+                    file,
+                    dev: out.trim().to_owned(),
+                };
+                // A loop device keeps the scheduler its last user set (a test's mq-deadline
+                // costs every tracer's probes, and the queue, more per request): the shapes
+                // are measured without one, as a loop device comes.
+                let name = device.dev.trim_start_matches("/dev/");
+                fs::write(format!("/sys/block/{name}/queue/scheduler"), "none")
+                    .with_context(|| format!("setting {name}'s scheduler to none"))?;
+                Ok(device)
+            }
             Err(err) => {
                 let _ = fs::remove_file(&file);
                 Err(err)

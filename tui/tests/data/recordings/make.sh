@@ -32,7 +32,11 @@ stop() {
 cleanup() {
     stop
     for mnt in "$WORK"/mnt-*; do [ -d "$mnt" ] && umount "$mnt" 2>/dev/null || true; done
-    for dev in $DEVICES; do losetup -d "$dev" 2>/dev/null || true; done
+    # A detached loop device keeps its scheduler for the next user of its number.
+    for dev in $DEVICES; do
+        echo none >"/sys/block/${dev#/dev/}/queue/scheduler" 2>/dev/null || true
+        losetup -d "$dev" 2>/dev/null || true
+    done
     rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
