@@ -8,7 +8,6 @@ use crate::{
     COMM_LEN,
     block::{FLAG_FUA, FLAG_IN_SYNC, FLAG_PARTIAL, FLAG_PREFLUSH, OP_READ, OP_WRITE},
     hist::{SLOTS, bit_length},
-    throttle::CALL_SLOTS,
 };
 
 /// Array of one `u64`: 0 while every request is streamed; otherwise the probes aggregate,
@@ -22,16 +21,24 @@ pub const AGGREGATE_ALIGN: &str = "AGGREGATE_ALIGN";
 pub const PROC_DISK_AGGREGATES: &str = "PROC_DISK_AGGREGATES";
 /// Bytes the map may take in all, over every possible CPU: its entries are this divided by
 /// the CPUs and the value's size (a per-CPU value is one copy per CPU), within
-/// [`MIN_ENTRIES`, `MAX_ENTRIES`].
-pub const MAP_BUDGET_BYTES: u64 = 32 << 20;
+/// [`MIN_ENTRIES`, `MAX_ENTRIES`]. The kernel allocates and zeroes it all when the map is
+/// created, before the first frame: 8,192 entries on 2 CPUs (14 MiB) put ~170 ms there. A
+/// host past 250k requests a second has far fewer processes doing them; beyond, requests are
+/// streamed, not lost.
+pub const MAP_BUDGET_BYTES: u64 = 4 << 20;
 pub const MIN_ENTRIES: u32 = 256;
-pub const MAX_ENTRIES: u32 = 8_192;
+pub const MAX_ENTRIES: u32 = 1_024;
 /// One request in this many of those that could be summed is streamed instead: a counted
 /// sample, so request sizes and sequentiality keep an exact view.
 pub const SAMPLE_EVERY: u64 = 64;
 /// Request size slots: slot 0 below 512 B, slot `i` in `[2^(i+8), 2^(i+9))` bytes, the last
 /// from 16 MiB on.
 pub const SIZE_SLOTS: usize = 17;
+/// The kernel's arrays are as long as the masks on their indices (powers of two), so an
+/// index needs no bounds check, and the probe no branch, to be used: the total time's
+/// quarter-octave slots ([`crate::throttle::CALL_SLOTS`] used), and the sizes' ([`SIZE_SLOTS`] used).
+pub const TOTAL_SLOTS: usize = 128;
+pub const SIZE_SLOTS_MASKED: usize = 32;
 
 /// Whether a completed request may be summed instead of streamed: a whole, successful read,
 /// or a write while no sync call is in progress on the host, aligned to `align`, that no
@@ -101,21 +108,20 @@ pub struct ProcDiskAggregate {
     /// Where the previous one ended (sector), on this CPU.
     pub next_sector: u64,
     /// Total time (created -> completed) in quarter-octave slots ([`crate::throttle::call_slot`]):
-    /// percentiles within ~12%.
-    pub total_hist: [u32; CALL_SLOTS],
+    /// percentiles within ~12%. The first [`crate::throttle::CALL_SLOTS`] are used.
+    pub total_hist: [u32; TOTAL_SLOTS],
     /// Queue and device time in log2 slots ([`crate::hist::log2_slot`]).
     pub queue_hist: [u32; SLOTS],
     pub device_hist: [u32; SLOTS],
-    /// Request sizes ([`size_slot`]) of reads and of writes; one spare slot each keeps the
-    /// value free of padding.
-    pub size_hist: [[u32; SIZE_SLOTS + 1]; 2],
+    /// Request sizes ([`size_slot`]) of reads and of writes; the first [`SIZE_SLOTS`] are used.
+    pub size_hist: [[u32; SIZE_SLOTS_MASKED]; 2],
     /// The command, written by the CPU that created the entry (zero on the others).
     pub comm: [u8; COMM_LEN],
 }
 
 const _: () = assert!(
     core::mem::size_of::<ProcDiskAggregate>()
-        == 8 * 8 + 4 * (CALL_SLOTS + 2 * SLOTS + 2 * (SIZE_SLOTS + 1)) + COMM_LEN
+        == 8 * 8 + 4 * (TOTAL_SLOTS + 2 * SLOTS + 2 * SIZE_SLOTS_MASKED) + COMM_LEN
 );
 
 impl ProcDiskAggregate {
@@ -126,10 +132,10 @@ impl ProcDiskAggregate {
         device_ns: 0,
         sequential: 0,
         next_sector: 0,
-        total_hist: [0; CALL_SLOTS],
+        total_hist: [0; TOTAL_SLOTS],
         queue_hist: [0; SLOTS],
         device_hist: [0; SLOTS],
-        size_hist: [[0; SIZE_SLOTS + 1]; 2],
+        size_hist: [[0; SIZE_SLOTS_MASKED]; 2],
         comm: [0; COMM_LEN],
     };
 }
