@@ -331,6 +331,22 @@ pub fn num(value: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no numeric {field:?} in {value}"))
 }
 
+/// A figure of a process's `sync_cost`: `population` is `small`, `large`, `unmeasured` or
+/// `directories` (`None`: a field of `sync_cost` itself, such as `empty`). The JSON leaves
+/// `sync_cost` out for a process with no sync call settled in the interval: that is 0; a
+/// `sync_cost` present without the field still panics.
+#[must_use]
+pub fn sync_cost(process: &Value, population: Option<&str>, field: &str) -> u64 {
+    let cost = &process["sync_cost"];
+    if cost.is_null() {
+        return 0;
+    }
+    match population {
+        Some(population) => num(&cost[population], field),
+        None => num(cost, field),
+    }
+}
+
 /// Runs `iotop-bpf workload ARGS...` to completion and returns (pid, stdout). The workload
 /// prints `pid N: ...` first.
 pub fn workload(args: &[&str]) -> (u32, String) {

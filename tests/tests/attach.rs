@@ -79,13 +79,16 @@ fn shown(screen: &str) -> Option<Shown> {
     let at = |word: &str| words.iter().position(|w| *w == word);
     let up = words.get(at("up")? + 1)?.to_string();
     let events = words.get(at("ev/s")?.checked_sub(1)?)?.to_string();
-    let rows: Vec<String> = screen
+    let mut rows: Vec<String> = screen
         .lines()
-        .skip_while(|l| !l.starts_with("PID     COMM"))
+        .skip_while(|l| !l.trim_start().starts_with("PID     COMM"))
         .skip(1)
         .take_while(|l| !l.trim().is_empty() && !l.contains("───"))
         .map(|l| l.trim_end().to_string())
         .collect();
+    // The same rows, not the same order: each pane keeps its own order from interval to
+    // interval (near-equal rows do not swap), and the viewer's began later than the tool's.
+    rows.sort();
     Some(Shown { up, events, rows })
 }
 

@@ -4,18 +4,21 @@ use std::process::Command;
 
 use iotop_bpf_integration::{binary, require_root};
 
-fn leftovers() -> Vec<String> {
+/// The mounts and loop devices a demo with this pid left (its scratch filesystems are named
+/// `iotop-bpf-demo-PID-FS`); another run's, interrupted on this machine, are not this one's.
+fn leftovers(pid: u32) -> Vec<String> {
+    let tag = format!("iotop-bpf-demo-{pid}-");
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
     let mut found: Vec<String> = mounts
         .lines()
-        .filter(|l| l.contains("iotop-bpf-demo-"))
+        .filter(|l| l.contains(&tag))
         .map(String::from)
         .collect();
     let loops = Command::new("losetup").arg("-a").output().unwrap();
     found.extend(
         String::from_utf8_lossy(&loops.stdout)
             .lines()
-            .filter(|l| l.contains("iotop-bpf-demo-"))
+            .filter(|l| l.contains(&tag))
             .map(String::from),
     );
     found
@@ -27,7 +30,7 @@ fn the_demo_shows_each_step_with_its_caption_and_cleans_up() {
     if !require_root("the_demo_shows_each_step_with_its_caption_and_cleans_up") {
         return;
     }
-    let out = Command::new(binary())
+    let demo = Command::new(binary())
         .args([
             "demo",
             "--batch",
@@ -37,8 +40,12 @@ fn the_demo_shows_each_step_with_its_caption_and_cleans_up() {
             "3",
         ])
         .env_remove("RUST_BACKTRACE")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let pid = demo.id();
+    let out = demo.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -55,7 +62,11 @@ fn the_demo_shows_each_step_with_its_caption_and_cleans_up() {
         stdout.contains("FINDING critical write_amplification"),
         "the small-sync step is named: {stdout}"
     );
-    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    assert!(
+        leftovers(pid).is_empty(),
+        "left behind: {:?}",
+        leftovers(pid)
+    );
 
     // Without root it says so plainly.
     let (dir, exe) = iotop_bpf_integration::unprivileged_copy("demo");

@@ -10,7 +10,7 @@ use std::{
 };
 
 use iotop_bpf_integration::{
-    JsonRun, LoopFs, binary, entries_of, findings_of, num, require_root, sh,
+    JsonRun, LoopFs, binary, entries_of, findings_of, num, require_root, sh, sync_cost,
 };
 use serde_json::Value;
 
@@ -317,7 +317,7 @@ fn io_uring_fsyncs_on(fs_kind: &str, option: &str, kind: &str) {
     );
     let unmeasured: u64 = entries_of(&intervals, pid)
         .iter()
-        .map(|p| num(&p["sync_cost"]["unmeasured"], "calls"))
+        .map(|p| sync_cost(p, Some("unmeasured"), "calls"))
         .sum();
     assert_eq!(unmeasured, counted, "io_uring payloads are not measured");
     // We time each sync from its punt to io-wq to its completion, inside what fio measures

@@ -5,7 +5,7 @@
 
 use std::{process::Command, thread, time::Duration};
 
-use iotop_bpf_integration::{JsonRun, LoopFs, entries_of, num, require_root};
+use iotop_bpf_integration::{JsonRun, LoopFs, entries_of, num, require_root, sync_cost};
 use serde_json::Value;
 
 fn logical(intervals: &[Value], pid: u32) -> u64 {
@@ -81,13 +81,13 @@ fn a_sync_makes_durable_what_was_written_through_another_fd() {
     let intervals = run.stop();
     let rows = entries_of(&intervals, pid);
     let syncs: u64 = rows.iter().map(|p| num(p, "syncs")).sum();
-    let empty: u64 = rows.iter().map(|p| num(&p["sync_cost"], "empty")).sum();
+    let empty: u64 = rows.iter().map(|p| sync_cost(p, None, "empty")).sum();
     let payload: u64 = rows
         .iter()
         .map(|p| {
             ["small", "large", "unmeasured"]
                 .iter()
-                .map(|pop| num(&p["sync_cost"][pop], "payload_bytes"))
+                .map(|pop| sync_cost(p, Some(pop), "payload_bytes"))
                 .sum::<u64>()
         })
         .sum();
