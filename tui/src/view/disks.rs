@@ -11,11 +11,7 @@ use ratatui::{
 };
 
 use super::{
-    Focus, Theme, UiState,
-    procs::period_secs,
-    table,
-    theme::{SELECTED_SYMBOL, focus_mark},
-    trend::sparkline,
+    Focus, Theme, UiState, procs::period_secs, table, theme::focus_mark, trend::sparkline,
 };
 use crate::{
     history::History,
@@ -209,17 +205,13 @@ pub fn lines(
             }
         }
         let chosen = focused && ui.selected_disk == Some(d.dev);
-        let line = table::row(
-            if chosen { SELECTED_SYMBOL } else { " " },
+        out.push(table::selectable_row(
+            chosen,
             cells.into_iter().map(Line::raw).collect(),
             &widths,
             width,
-        );
-        out.push(if chosen {
-            line.patch_style(theme.selected)
-        } else {
-            line
-        });
+            theme.selected,
+        ));
     }
     out
 }

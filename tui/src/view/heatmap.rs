@@ -222,17 +222,7 @@ pub fn lines(
 ) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
     let Some(subject) = subject(snap, ui) else {
-        let mut out = vec![table::title_line(
-            vec![Span::styled(" Heat map ", theme.title)],
-            width,
-        )];
-        if area.height > 1 {
-            out.push(text::fit(
-                Line::styled("no block I/O yet", theme.dim),
-                width,
-            ));
-        }
-        return out;
+        return table::empty_pane(" Heat map ", "no block I/O yet", theme, area);
     };
     let kind = effective_kind(&subject, ui.heat_kind);
     let inner_height = area.height.saturating_sub(1);

@@ -174,17 +174,7 @@ fn scheduler_line(
 pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
     let Some(s) = subject(snap, ui) else {
-        let mut out = vec![table::title_line(
-            vec![Span::styled(" Latency ", theme.title)],
-            width,
-        )];
-        if area.height > 1 {
-            out.push(text::fit(
-                Line::styled("no block I/O yet", theme.dim),
-                width,
-            ));
-        }
-        return out;
+        return table::empty_pane(" Latency ", "no block I/O yet", theme, area);
     };
     let title = format!(
         " Latency {}: p50 {} p99 {} p99.9 {} max {} n={} ",

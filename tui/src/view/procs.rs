@@ -16,7 +16,7 @@ use super::{
     findings::{severities, severity_of},
     state::{OrderOf, RowKey, Steady},
     table, text,
-    theme::{SELECTED_SYMBOL, focus_mark},
+    theme::focus_mark,
 };
 use crate::{
     model::{ProcFigures, ProcRow, Snapshot, findings::Severity},
@@ -824,17 +824,13 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
             })
             .collect();
         let chosen = Some(i) == selected;
-        let line = table::row(
-            if chosen { SELECTED_SYMBOL } else { " " },
+        out.push(table::selectable_row(
+            chosen,
             cells,
             &widths,
             width,
-        );
-        out.push(if chosen {
-            line.patch_style(theme.selected)
-        } else {
-            line
-        });
+            theme.selected,
+        ));
     }
     out
 }

@@ -4,11 +4,15 @@
 //! render tests can check that nothing overwrote a pane or ran past its edge unseen.
 
 use ratatui::{
+    layout::Rect,
     style::Style,
     text::{Line, Span},
 };
 
-use super::text;
+use super::{
+    text,
+    theme::{SELECTED_SYMBOL, Theme},
+};
 
 /// A pane's title line in `width` columns: the title, then `─` to the edge. A title too
 /// long for the line is cut with `…`.
@@ -42,6 +46,42 @@ pub fn row(mark: &str, cells: Vec<Line<'static>>, widths: &[u16], width: usize) 
         used += gap + w;
     }
     text::pad(Line::from(spans), width)
+}
+
+/// A row that may be the selection: marked with [`SELECTED_SYMBOL`] and drawn in the
+/// selection's style when `chosen`, as every selectable table shows it.
+pub fn selectable_row(
+    chosen: bool,
+    cells: Vec<Line<'static>>,
+    widths: &[u16],
+    width: usize,
+    selected: Style,
+) -> Line<'static> {
+    let line = row(
+        if chosen { SELECTED_SYMBOL } else { " " },
+        cells,
+        widths,
+        width,
+    );
+    if chosen {
+        line.patch_style(selected)
+    } else {
+        line
+    }
+}
+
+/// A pane with nothing to show yet: its title line and, when there is a second row, `note`
+/// dimmed.
+pub fn empty_pane(title: &str, note: &str, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
+    let width = usize::from(area.width);
+    let mut out = vec![title_line(
+        vec![Span::styled(title.to_string(), theme.title)],
+        width,
+    )];
+    if area.height > 1 {
+        out.push(text::fit(Line::styled(note.to_string(), theme.dim), width));
+    }
+    out
 }
 
 /// A header row: the column names in `style` across the whole row.
