@@ -18,7 +18,6 @@ pub mod generate;
 pub mod headless;
 pub mod heap;
 pub mod history;
-pub mod model;
 pub mod offline;
 pub mod pipeline;
 pub mod probe;
@@ -30,3 +29,7 @@ pub mod units;
 pub mod view;
 pub mod viewers;
 pub mod workload;
+
+/// The pure model is its own crate (`model/`), so its purity is a compile-time fact; it is
+/// named `model` here as it always was.
+pub use iotop_bpf_model as model;

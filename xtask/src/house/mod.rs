@@ -23,9 +23,9 @@ mod lex;
 mod scan;
 mod tree;
 
-use std::{collections::HashMap, path::PathBuf};
+use std::{collections::HashMap, fs, path::PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::util::root_dir;
 use tree::Tree;
@@ -72,7 +72,9 @@ pub fn house() -> Result<()> {
             mount: vec!["main".into()],
         },
     ];
-    if model_crate.join("lib.rs").exists() {
+    // The model was a module of the binary (tui/src/model) before it was a crate.
+    let model_is_a_crate = model_crate.join("lib.rs").exists();
+    if model_is_a_crate {
         crates.push(CrateSrc {
             dir: model_crate,
             root: "lib.rs",
@@ -91,6 +93,21 @@ pub fn house() -> Result<()> {
         binary.describe("the binary (iotop-bpf), the model as one room")
     );
     print!("{}", model.describe("the model (its rooms)"));
+    if model_is_a_crate {
+        let manifest = root.join("model/Cargo.toml");
+        let text = fs::read_to_string(&manifest)
+            .with_context(|| format!("read {}", manifest.display()))?;
+        let impure = impure_dependencies(&text);
+        if !impure.is_empty() {
+            bail!(
+                "the model depends on {} ({}): it may depend only on {}",
+                impure.join(", "),
+                manifest.display(),
+                PURE.join(", ")
+            );
+        }
+        println!("the model's dependencies: pure ({})", PURE.join(", "));
+    }
     let floors = binary.floors().max(model.floors());
     let back = binary.back_arrows().len() + model.back_arrows().len();
     let circles = binary.circles().len() + model.circles().len();
@@ -104,6 +121,36 @@ pub fn house() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// What the model crate may depend on: the wire types (without their `user` feature, which
+/// brings aya) and pure libraries. No aya, tokio, ratatui, crossterm, libc or file system.
+const PURE: &[&str] = &["iotop-bpf-common", "serde", "foldhash"];
+
+/// The dependencies of a manifest (not its dev-dependencies) that are not [`PURE`], or that
+/// turn on the wire types' `user` feature.
+fn impure_dependencies(manifest: &str) -> Vec<String> {
+    let mut section = "";
+    let mut impure = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let runtime = section == "[dependencies]"
+            || (section.starts_with("[target.") && section.ends_with(".dependencies]"));
+        let Some((name, spec)) = line.split_once('=') else {
+            continue;
+        };
+        let name = name.trim();
+        if !runtime || name.starts_with('#') {
+            continue;
+        }
+        if !PURE.contains(&name) || spec.contains("\"user\"") {
+            impure.push(name.to_string());
+        }
+    }
+    impure
 }
 
 #[cfg(test)]

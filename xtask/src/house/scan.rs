@@ -146,12 +146,10 @@ pub(super) fn cfg_test_before(toks: &[Token], i: usize) -> bool {
             k -= 1;
         }
         let words: Vec<&Tok> = toks[k..=end].iter().map(|t| &t.tok).collect();
-        test |= words.windows(4).any(|w| {
-            w[0] == &Tok::Ident("cfg".into())
-                && w[1] == &Tok::Punct('(')
-                && w[2] == &Tok::Ident("test".into())
-                && w[3] == &Tok::Punct(')')
-        });
+        // `#[cfg(test)]`, `#[cfg(any(test, feature = "fixtures"))]`: code for tests (the
+        // feature's name, a string, is not among the tokens); `not(test)` is not.
+        let word = |w: &str| words.contains(&&Tok::Ident(w.into()));
+        test |= words.get(1) == Some(&&Tok::Ident("cfg".into())) && word("test") && !word("not");
         j = k.saturating_sub(1);
         if j > 0 && is(toks, j, &Tok::Punct('!')) {
             j -= 1;

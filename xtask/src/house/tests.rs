@@ -4,6 +4,7 @@ use std::{collections::HashMap, path::PathBuf};
 
 use super::{
     drawing::Drawing,
+    impure_dependencies,
     lex::{Tok, lex},
     scan::{Named, Start, parse_tree, scan},
     tree::Tree,
@@ -97,7 +98,7 @@ fn abs(named: &[Named]) -> Vec<(Vec<String>, bool)> {
 
 #[test]
 fn a_scan_resolves_super_self_crate_and_inline_modules() {
-    let src = "
+    let src = r#"
         use crate::feed::{self, Feed};
         use super::sibling::X;
         pub(crate) use self::inner::Y as Z;
@@ -106,9 +107,10 @@ fn a_scan_resolves_super_self_crate_and_inline_modules() {
         mod inner { use super::super::up::W; }
         #[cfg(test)]
         mod tests { use ext::Snapshot; }
-        #[cfg(test)] mod fixtures;
+        #[cfg(any(test, feature = "fixtures"))] pub mod fixtures;
+        #[cfg(not(test))] mod shipped;
         mod real;
-    ";
+    "#;
     let scan = scan(src, &[], &v("a::b"), false, &externs());
     assert_eq!(
         abs(&scan.named),
@@ -127,7 +129,11 @@ fn a_scan_resolves_super_self_crate_and_inline_modules() {
     );
     assert_eq!(
         scan.files,
-        vec![(v("a::b::fixtures"), true), (v("a::b::real"), false)]
+        vec![
+            (v("a::b::fixtures"), true),
+            (v("a::b::shipped"), false),
+            (v("a::b::real"), false)
+        ]
     );
     assert_eq!(scan.reexports.len(), 1);
     assert_eq!(scan.reexports[0].name, "Z");
@@ -237,4 +243,32 @@ fn floors_back_arrows_and_circles() {
     assert!(clean.back_arrows().is_empty());
     assert!(clean.circles().is_empty());
     assert_eq!(clean.floors(), 3);
+}
+
+#[test]
+fn the_model_may_depend_only_on_pure_crates() {
+    let manifest = r#"
+        [package]
+        name = "iotop-bpf-model"
+
+        [dependencies]
+        iotop-bpf-common = { workspace = true }
+        serde = { workspace = true }
+        # a comment = "no"
+        tokio = { workspace = true }
+
+        [target.'cfg(unix)'.dependencies]
+        libc = "0.2"
+
+        [dev-dependencies]
+        insta = "1"
+
+        [features]
+        fixtures = []
+    "#;
+    assert_eq!(impure_dependencies(manifest), vec!["tokio", "libc"]);
+    let aya = "[dependencies]\niotop-bpf-common = { workspace = true, features = [\"user\"] }";
+    assert_eq!(impure_dependencies(aya), vec!["iotop-bpf-common"]);
+    let pure = "[dependencies]\nserde = \"1\"\nfoldhash = \"0.2\"";
+    assert!(impure_dependencies(pure).is_empty());
 }

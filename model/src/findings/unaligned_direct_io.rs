@@ -3,7 +3,7 @@
 //! writes whole physical blocks (512e drives: 512-byte logical, 4096-byte physical).
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::ProcRow;
+use crate::ProcRow;
 
 /// Unaligned calls in one interval before it is a pattern.
 pub const MIN_UNALIGNED_CALLS: u64 = 10;

@@ -160,7 +160,7 @@ impl SummedBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Aggregator, BlockIo, KernelSample, Op, Settings, fixtures::disk_totals_of};
+    use crate::{Aggregator, BlockIo, KernelSample, Op, Settings, fixtures::disk_totals_of};
     use iotop_bpf_common::{aggregate::size_slot, hist::log2_slot, throttle::call_slot};
 
     const US: u64 = 1_000;
@@ -257,7 +257,7 @@ mod tests {
             .collect();
         let mut aggregating = Aggregator::new(Settings::default(), 0);
         aggregating.tick(&KernelSample {
-            kind: crate::model::SampleKind::Baseline,
+            kind: crate::SampleKind::Baseline,
             ..KernelSample::default()
         });
         for io in &sampled {

@@ -3,7 +3,7 @@
 //!
 //! Detectors are pure functions of one closed interval's [`Scene`]: the rows the process and
 //! disk books just built, whose sync figures are distributions of settled calls (two
-//! populations, see [`crate::model::SyncFigures`]), not interval means. Their thresholds are
+//! populations, see [`crate::SyncFigures`]), not interval means. Their thresholds are
 //! named constants next to them. [`FindingBook`] keeps a finding listed while its pattern
 //! lasts, lets it fade for a while after, and holds back `INFO` findings, and findings whose
 //! one interval's evidence is too thin to be a pattern, until they persist, so one-interval

@@ -17,7 +17,7 @@
 //! zeroing would have around a recent unaligned write, alone or merged with its data.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::ProcRow;
+use crate::ProcRow;
 
 /// Zeroing writes in one interval before it is a pattern.
 pub const MIN_ZEROING_WRITES: u64 = 3;
@@ -119,7 +119,7 @@ fn unwritten(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
          each block, {zeroing} zeroing writes, {} more than the data ({:.0}%)",
         proc.comm,
         proc.tgid,
-        crate::model::quantity::bytes(dio.inside_zeroed_bytes),
+        crate::quantity::bytes(dio.inside_zeroed_bytes),
         share * 100.0,
     );
     finding.evidence = vec![

@@ -18,7 +18,7 @@
 //! unconfirmed and it is `INFO`.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::{CallDisk, IoLimit, LimitKind, ProcRow, quantity};
+use crate::{CallDisk, IoLimit, LimitKind, ProcRow, quantity};
 
 /// Calls on the disk in the interval.
 pub const MIN_CALLS: u64 = 20;

@@ -7,7 +7,7 @@
 use iotop_bpf_common::hist::slot_upper_us;
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::{Dev, Log2Hist, ProcRow};
+use crate::{Dev, Log2Hist, ProcRow};
 
 /// Samples before a histogram's shape means anything.
 pub const BIMODAL_MIN_SAMPLES: u64 = 200;

@@ -361,29 +361,24 @@ impl Aggregator {
         }
     }
 
-    /// Test shorthands for [`Aggregator::apply`].
-    #[cfg(test)]
+    /// Test shorthands for [`Aggregator::apply`] (the binary's tests use them too).
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn ingest(&mut self, io: &BlockIo) {
         self.apply(&Input::Block(*io));
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn ingest_sync(&mut self, call: &SyncCall) {
         self.apply(&Input::Sync(call.clone()));
     }
 
-    #[cfg(test)]
-    pub fn ingest_dio(&mut self, call: &DioCall) {
-        self.apply(&Input::Dio(call.clone()));
-    }
-
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn ingest_dstate(&mut self, episode: &DStateEpisode) {
         self.apply(&Input::DState(episode.clone()));
     }
 
     /// Closes an interval with `sample` (whatever its kind says, an interval at least).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fixtures"))]
     pub fn tick(&mut self, sample: &KernelSample) -> Snapshot {
         let mut sample = sample.clone();
         if sample.kind == SampleKind::Baseline {

@@ -45,7 +45,9 @@ pub use summed::ProcDiskTotals;
 /// numbers and file identities from the kernel; SipHash was 16% of the tool's CPU).
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-#[cfg(test)]
+/// Synthetic snapshots for tests, here and in the binary (its dev-dependency turns on the
+/// `fixtures` feature).
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 #[cfg(test)]
 mod tests;

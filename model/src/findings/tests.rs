@@ -1,6 +1,6 @@
 //! Detectors on synthetic streams: each fires on its pattern and stays silent on healthy I/O.
 
-use crate::model::{
+use crate::{
     Aggregator, BlockIo, Comm, Dev, DiskGeometry, FileRef, Input, KernelSample, Op, SampleKind,
     Settings, SyncCall, SyncKind,
     findings::{Evidence, Finding, FindingKind, INFO_MIN_STREAK, Severity},
@@ -527,7 +527,7 @@ fn a_burst_is_judged_when_it_settles_after_the_process_exited() {
             "/data/app.db",
         );
     }
-    s.model.apply(&Input::Exit(crate::model::ProcessExit {
+    s.model.apply(&Input::Exit(crate::ProcessExit {
         tgid: 42,
         ts_ns: 1_000 * MS,
     }));
@@ -606,7 +606,7 @@ fn a_storm_judged_in_the_next_interval_names_the_files_it_judged() {
     );
     assert_eq!(
         storm[0].fix,
-        crate::model::findings::write_amplification::MANY_FILES_FIX
+        crate::findings::write_amplification::MANY_FILES_FIX
     );
 }
 
@@ -740,7 +740,7 @@ impl Requests {
         at_ns: u64,
         physical: u32,
     ) {
-        self.inputs.push(Input::Dio(crate::model::DioCall {
+        self.inputs.push(Input::Dio(crate::DioCall {
             tgid,
             tid: tgid,
             comm: Comm::new("writer"),
@@ -808,7 +808,7 @@ impl Requests {
                 }
                 model.apply(&input);
             }
-            let mut disks = crate::model::fixtures::disk_totals_of(&self.requests);
+            let mut disks = crate::fixtures::disk_totals_of(&self.requests);
             for d in &mut disks {
                 for n in d.requests.iter_mut().chain(d.bytes.iter_mut()) {
                     *n *= k + 1;
@@ -1070,7 +1070,7 @@ fn sub_page_random_requests_are_small_random_io() {
 fn two_modes_needs_separation_mass_and_a_valley() {
     use super::latency_shape::two_modes;
     let hist = |pairs: &[(usize, u64)]| {
-        let mut h = crate::model::Log2Hist::default();
+        let mut h = crate::Log2Hist::default();
         for &(slot, n) in pairs {
             h.slots[slot] = n;
         }
@@ -1479,7 +1479,7 @@ fn own_writes_go_to_the_call_they_were_created_in_not_the_next_one() {
 
 impl Stream {
     /// Closes an interval at `now_ns` (not the last: calls settle `SETTLE_NS` after they end).
-    fn tick(&mut self, now_ns: u64) -> crate::model::Snapshot {
+    fn tick(&mut self, now_ns: u64) -> crate::Snapshot {
         self.model.tick(&KernelSample {
             now_ns,
             names: vec![(DISK, "loop0".into())],
@@ -1501,7 +1501,7 @@ impl Stream {
 
 /// The `write_amplification` findings of each of `snaps`, as (interval, small syncs,
 /// amplification).
-fn amplification_by_interval(snaps: &[crate::model::Snapshot]) -> Vec<(usize, u64, f64)> {
+fn amplification_by_interval(snaps: &[crate::Snapshot]) -> Vec<(usize, u64, f64)> {
     snaps
         .iter()
         .enumerate()

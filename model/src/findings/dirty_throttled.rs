@@ -12,7 +12,7 @@
 //! is the one with the most dirty pages at the paused writers' last pauses.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::{DirtySettings, ProcRow, quantity};
+use crate::{DirtySettings, ProcRow, quantity};
 
 pub const MIN_PAUSES: u64 = 3;
 pub const MIN_PAUSE_SHARE: f64 = 0.5;

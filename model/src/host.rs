@@ -69,7 +69,7 @@ fn iowait_pct(before: &CpuJiffies, now: &CpuJiffies) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LoadAvg;
+    use crate::LoadAvg;
 
     fn cpu(busy: u64, idle: u64, iowait: u64) -> CpuJiffies {
         CpuJiffies {

@@ -447,7 +447,7 @@ pub struct SyncedFiles {
 /// writes charged to it) and the calls are split into two populations: **small** calls made
 /// less than one filesystem block durable (each still writes at least a whole block), the
 /// others are **large**. Cost figures count settled calls, which lag the calls by up to
-/// [`crate::model::SETTLE_NS`].
+/// [`crate::SETTLE_NS`].
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct SyncFigures {
     /// Calls that made data durable.

@@ -1,7 +1,7 @@
 //! The ledger on synthetic writes and calls.
 
 use super::*;
-use crate::model::{FileRef, SyncKind};
+use crate::{FileRef, SyncKind};
 
 const MS: u64 = 1_000_000;
 const LOOP0: Dev = Dev::new(7, 0);

@@ -7,7 +7,7 @@
 //! pathology.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::{DiskRow, quantity};
+use crate::{DiskRow, quantity};
 
 /// Requests in one interval before the queue/device split means anything.
 pub const QUEUE_MIN_REQUESTS: u64 = 50;

@@ -9,7 +9,7 @@
 //! sync (`window_bytes` 0), at a rate, and the empty ones must have flushed.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
-use crate::model::ProcRow;
+use crate::ProcRow;
 
 /// Empty calls in the interval, and per second of it.
 pub const MIN_EMPTY: u64 = 10;

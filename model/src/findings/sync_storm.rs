@@ -21,7 +21,7 @@
 //! call's start to last call's end in the interval) waiting in them.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
-use crate::model::{ProcRow, quantity};
+use crate::{ProcRow, quantity};
 
 /// Sync calls in the interval, and per second of it.
 pub const MIN_SYNCS: u64 = 10;

@@ -20,7 +20,7 @@
 //! small file costs it is not amplification caused by syncing.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
-use crate::model::{ProcRow, SyncPopulation, quantity};
+use crate::{ProcRow, SyncPopulation, quantity};
 
 /// Fewer small syncs than this per second is not a cadence worth naming.
 pub const MIN_SMALL_SYNCS_PER_S: f64 = 5.0;

@@ -369,7 +369,7 @@ fn a_process_that_only_writes_to_the_page_cache_has_a_row_even_after_it_exits() 
     model.apply(&Input::Sample(Box::new(baseline)));
     // tar's child wrote 6 MiB and exited before the interval closed; it never reached a
     // disk itself (write-back will) and never synced.
-    model.apply(&Input::Exit(crate::model::ProcessExit {
+    model.apply(&Input::Exit(crate::ProcessExit {
         tgid: 77,
         ts_ns: 500 * MS,
     }));
@@ -601,7 +601,7 @@ fn same_events_give_the_same_snapshot() {
 
 mod dstate {
     use super::*;
-    use crate::model::{DStateEpisode, DStateNow, WakeupStack};
+    use crate::{DStateEpisode, DStateNow, WakeupStack};
 
     fn now(pid: u32, tgid: u32, start_ns: Option<u64>) -> DStateNow {
         DStateNow {
@@ -711,14 +711,14 @@ mod dstate {
             "unknown start sorts first"
         );
         assert_eq!(
-            crate::model::wait_site(&s.dstate[1].stack, s.dstate[1].no_stack, 3),
+            crate::wait_site(&s.dstate[1].stack, s.dstate[1].no_stack, 3),
             "io_schedule <- folio_wait_bit_common"
         );
     }
 
     #[test]
     fn a_missing_wait_site_says_why_and_is_counted() {
-        use crate::model::{NoStack, wait_site};
+        use crate::{NoStack, wait_site};
         assert_eq!(
             wait_site(&[], Some(NoStack::SymbolsHidden), 3),
             "? symbols hidden"
@@ -752,7 +752,7 @@ mod dstate {
         let s = tick(&mut model, 1_000 * MS, 0, vec![]);
         assert_eq!(
             s.dstate_sites,
-            crate::model::SiteCounts {
+            crate::SiteCounts {
                 episodes: 4,
                 resolved: 1,
                 not_sampled: 1,
@@ -778,7 +778,7 @@ mod dstate {
         let f = s
             .findings
             .iter()
-            .find(|f| f.kind == crate::model::findings::FindingKind::LongDState)
+            .find(|f| f.kind == crate::findings::FindingKind::LongDState)
             .unwrap();
         assert_eq!(f.tgid, Some(50));
         assert!(

@@ -3,7 +3,7 @@
 
 use iotop_bpf_common::throttle::{CALL_SLOTS, call_slot};
 
-use crate::model::{
+use crate::{
     Aggregator, BlockIo, Comm, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings, Input, IoLimit,
     IoLimits, KernelSample, LimitKind, Op, SampleKind, Settings, Snapshot,
     findings::{Evidence, Finding, FindingKind, Severity},
@@ -106,7 +106,7 @@ impl Second {
                 calls += 1;
                 sum_ns += latency;
             }
-            let disks = crate::model::fixtures::disk_totals_of(&self.requests)
+            let disks = crate::fixtures::disk_totals_of(&self.requests)
                 .into_iter()
                 .map(|mut d| {
                     for n in d.requests.iter_mut().chain(d.bytes.iter_mut()) {

@@ -2,7 +2,7 @@
 //! before the kernel's hung-task warning (120 s by default) would say anything.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity};
-use crate::model::{DStateTask, quantity, wait_site};
+use crate::{DStateTask, quantity, wait_site};
 
 /// Blocked this long in one episode: worth a warning.
 pub const WARN_NS: u64 = 5_000_000_000;

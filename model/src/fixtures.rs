@@ -170,14 +170,14 @@ pub fn demo_snapshot() -> Snapshot {
         dstate_time: vec![],
         names: vec![(nvme, "nvme0n1".to_string()), (loop0, "loop0".to_string())],
         schedulers: vec![(nvme, "mq-deadline".to_string())],
-        cgroups: vec![crate::model::CgroupInfo {
+        cgroups: vec![crate::CgroupInfo {
             id: 9001,
             path: "/system.slice/postgresql.service".to_string(),
             name: "postgresql.service".to_string(),
         }],
         geometry: vec![],
         page_size: 4096,
-        self_cost: crate::model::SelfCost::default(),
+        self_cost: crate::SelfCost::default(),
         host: HostSample::default(),
         ..KernelSample::default()
     };
@@ -473,7 +473,7 @@ pub fn sync_kinds_snapshot() -> Snapshot {
     for (_, input) in &inputs {
         model.apply(input);
     }
-    let geometry = |dev, fua| crate::model::DiskGeometry {
+    let geometry = |dev, fua| crate::DiskGeometry {
         dev,
         logical_block_size: 512,
         physical_block_size: 4096,

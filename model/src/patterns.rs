@@ -385,7 +385,7 @@ impl PatternStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Comm;
+    use crate::Comm;
 
     fn call(pos: u64, count: u64, isize: u64, block: u32, start: u64) -> DioCall {
         DioCall {
