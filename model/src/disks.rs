@@ -7,9 +7,10 @@ use super::FastMap;
 use iotop_bpf_common::block::{OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Dev, DiskGeometry, DiskStat, DiskTotals, KernelSample, Log2Hist, Op, SizeHist,
+    BlockIo, Dev, DiskGeometry, DiskStat, DiskTotals, KernelSample, Latency, Log2Hist, Op,
+    SizeHist,
     procs::Latencies,
-    snapshot::{DiskFigures, DiskRow, Latency},
+    snapshot::{DiskFigures, DiskRow},
 };
 
 #[derive(Clone, Debug, Default)]

@@ -292,7 +292,7 @@ impl Log2Hist {
     /// Percentiles read from the slots (each the upper bound of the slot the quantile falls
     /// in, at most `max_ns`): coarser than a [`Histogram`]'s, for figures summed over
     /// processes, whose fine histograms are not kept. No mean: the slots do not give one.
-    pub fn latency(&self, max_ns: u64) -> super::Latency {
+    pub fn latency(&self, max_ns: u64) -> Latency {
         let count = self.total();
         let quantile = |q: f64| -> u64 {
             #[expect(
@@ -312,7 +312,7 @@ impl Log2Hist {
             }
             max_ns
         };
-        super::Latency {
+        Latency {
             count,
             mean_ns: 0,
             p50_ns: quantile(0.50),
@@ -377,6 +377,30 @@ impl SizeHist {
             *slot += n;
         }
         self.sum_bytes = self.sum_bytes.saturating_add(other.sum_bytes);
+    }
+}
+
+/// Percentiles of a latency distribution, in nanoseconds.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Latency {
+    pub fn of(hist: &Histogram) -> Self {
+        Self {
+            count: hist.count(),
+            mean_ns: hist.mean(),
+            p50_ns: hist.quantile(0.50),
+            p99_ns: hist.quantile(0.99),
+            p999_ns: hist.quantile(0.999),
+            max_ns: hist.max(),
+        }
     }
 }
 

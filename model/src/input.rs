@@ -755,7 +755,7 @@ pub struct KernelSample {
     pub aggregating: bool,
     /// Their sums per (process, disk), cumulative (empty while never aggregating).
     #[serde(default)]
-    pub proc_disks: Vec<super::summed::ProcDiskTotals>,
+    pub proc_disks: Vec<ProcDiskTotals>,
 }
 
 /// Host-wide figures for the header, raw as the kernel prints them: cumulative (CPU jiffies)
@@ -893,4 +893,35 @@ pub struct IoLimits {
     pub iocost: Vec<Dev>,
     /// io.latency targets on its way: (disk, target in us).
     pub iolatency: Vec<(Dev, u64)>,
+}
+
+/// One (process, disk)'s summed requests, cumulative since the probes were loaded (as the
+/// kernel keeps them, summed over CPUs). Histograms are sparse: (slot, count), ascending.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcDiskTotals {
+    pub tgid: u32,
+    pub dev: Dev,
+    pub comm: Comm,
+    /// Reads, writes.
+    pub requests: [u64; 2],
+    pub bytes: [u64; 2],
+    pub queue_ns: u64,
+    pub device_ns: u64,
+    /// Requests that began where the process's previous one on the disk ended (per CPU).
+    pub sequential: u64,
+    /// Total time in quarter-octave slots (`iotop_bpf_common::throttle::call_slot`).
+    pub total: Vec<(u16, u64)>,
+    /// Queue and device time in log2 slots (`iotop_bpf_common::hist::log2_slot`).
+    pub queue: Vec<(u16, u64)>,
+    pub device: Vec<(u16, u64)>,
+    /// Sizes of reads and of writes in `iotop_bpf_common::aggregate::size_slot` slots.
+    pub read_sizes: Vec<(u16, u64)>,
+    pub write_sizes: Vec<(u16, u64)>,
+}
+
+impl ProcDiskTotals {
+    /// Requests summed, reads and writes.
+    pub fn count(&self) -> u64 {
+        self.requests[0] + self.requests[1]
+    }
 }

@@ -9,6 +9,7 @@
 mod aggregator;
 mod disks;
 mod dstate;
+mod finding;
 pub mod findings;
 pub mod hist;
 mod host;
@@ -24,22 +25,22 @@ mod sync;
 pub mod throttle;
 
 pub use aggregator::Aggregator;
-pub use hist::{Histogram, Log2Hist, SizeHist};
+pub use hist::{Histogram, Latency, Log2Hist, SizeHist};
 pub use input::{
     BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, DioCallTotals,
     Dirtier, DirtyPauseTotals, DirtySettings, DiskGeometry, DiskStat, DiskTotals, FileRef,
     HostSample, Input, IoLimit, IoLimits, KernelCounters, KernelSample, LimitKind, LoadAvg,
-    NoStack, Op, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind, WakeupStack,
+    NoStack, Op, ProcDiskTotals, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
+    WakeupStack,
 };
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;
 pub use snapshot::{
     CallDisk, CallFigures, CallLatency, DStateEpisodeRow, DStateTask, DioFigures, DirtyFigures,
-    DiskFigures, DiskRow, EventStats, HostFigures, Latency, Party, ProcDeviceRow, ProcFigures,
-    ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, SyncedFiles,
-    WaitFigures, Waits, wait_site,
+    DiskFigures, DiskRow, EventStats, HostFigures, Party, ProcDeviceRow, ProcFigures, ProcRow,
+    SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, SyncedFiles, WaitFigures,
+    Waits, wait_site,
 };
-pub use summed::ProcDiskTotals;
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device
 /// numbers and file identities from the kernel; SipHash was 16% of the tool's CPU).

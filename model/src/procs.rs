@@ -8,12 +8,12 @@ use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ,
 
 use super::{
     BlockIo, CgroupInfo, Comm, Dev, DioCall, IoLimits, Op, ProcDiskTotals, SyncCall,
-    hist::Histogram,
+    hist::{Histogram, Latency},
     ledger::{Charge, SettledSync},
     patterns::{DioGeometry, PatternStats},
     snapshot::{
-        CallDisk, CallFigures, CallLatency, DirtyFigures, Latency, ProcDeviceRow, ProcFigures,
-        ProcRow, SyncCallRow, Waits,
+        CallDisk, CallFigures, CallLatency, DirtyFigures, ProcDeviceRow, ProcFigures, ProcRow,
+        SyncCallRow, Waits,
     },
     sync::{Parties, SyncPeriod},
     throttle::{CallDelta, CallHist, DirtyState, MIN_OWN_REQUESTS, PauseDelta},

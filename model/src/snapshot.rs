@@ -3,33 +3,9 @@
 
 use super::{
     CgroupInfo, Dev, DiskGeometry, IoLimits, NoStack,
-    hist::{Histogram, Log2Hist, SizeHist},
+    hist::{Histogram, Latency, Log2Hist, SizeHist},
     throttle::{CallHist, DirtyState},
 };
-
-/// Percentiles of a latency distribution, in nanoseconds.
-#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Latency {
-    pub count: u64,
-    pub mean_ns: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-}
-
-impl Latency {
-    pub fn of(hist: &Histogram) -> Self {
-        Self {
-            count: hist.count(),
-            mean_ns: hist.mean(),
-            p50_ns: hist.quantile(0.50),
-            p99_ns: hist.quantile(0.99),
-            p999_ns: hist.quantile(0.999),
-            max_ns: hist.max(),
-        }
-    }
-}
 
 /// Event accounting for the interval, and since start, and what the tool costs.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq)]
@@ -754,7 +730,7 @@ pub struct Snapshot {
     /// Every process seen (recently), sorted by pid; views sort and filter.
     pub procs: Vec<ProcRow>,
     /// Active findings first (worst, newest), then fading ones.
-    pub findings: Vec<super::findings::Finding>,
+    pub findings: Vec<super::finding::Finding>,
     /// Threads in D state now, longest blocked first.
     pub dstate: Vec<DStateTask>,
     /// The longest D episodes that ended in the last five minutes.

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use super::{
     Comm, Dev, SyncCall, SyncKind,
-    hist::Histogram,
+    hist::{Histogram, Latency},
     ledger::{Charge, SettledSync},
-    snapshot::{Latency, Party, SyncFigures, SyncPopulation, SyncedFiles},
+    snapshot::{Party, SyncFigures, SyncPopulation, SyncedFiles},
 };
 
 /// Synced files remembered per period (the most synced).

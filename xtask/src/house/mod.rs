@@ -35,8 +35,8 @@ use tree::Tree;
 /// lowers them to eight floors and no arrow back up or circle.
 const LIMITS: Limits = Limits {
     floors: 9,
-    back_arrows: 9,
-    circles: 3,
+    back_arrows: 2,
+    circles: 2,
 };
 
 struct Limits {

@@ -2,6 +2,10 @@
 
 use super::*;
 
+mod findings;
+mod summed;
+mod throttle_findings;
+
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 const LOOP0: Dev = Dev::new(7, 0);

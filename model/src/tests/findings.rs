@@ -1066,35 +1066,6 @@ fn sub_page_random_requests_are_small_random_io() {
     );
 }
 
-#[test]
-fn two_modes_needs_separation_mass_and_a_valley() {
-    use super::latency_shape::two_modes;
-    let hist = |pairs: &[(usize, u64)]| {
-        let mut h = crate::Log2Hist::default();
-        for &(slot, n) in pairs {
-            h.slots[slot] = n;
-        }
-        h
-    };
-    assert!(two_modes(&hist(&[(5, 300), (12, 200)])).is_some());
-    assert!(
-        two_modes(&hist(&[(5, 300), (6, 200)])).is_none(),
-        "adjacent slots are one wide mode"
-    );
-    assert!(
-        two_modes(&hist(&[(5, 300), (9, 10)])).is_none(),
-        "a thin tail is not a mode"
-    );
-    assert!(
-        two_modes(&hist(&[(5, 300), (6, 250), (7, 250), (8, 250), (9, 300)])).is_none(),
-        "no valley"
-    );
-    assert!(
-        two_modes(&hist(&[(5, 50), (12, 50)])).is_none(),
-        "too few samples"
-    );
-}
-
 /// Healthy streams: no detector may fire.
 #[test]
 fn healthy_streams_raise_nothing() {
