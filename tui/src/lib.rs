@@ -10,6 +10,7 @@ pub mod app;
 pub mod attach;
 pub mod capture;
 pub mod cli;
+pub mod clock;
 pub mod decode;
 pub mod demo;
 pub mod export;

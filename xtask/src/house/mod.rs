@@ -35,8 +35,8 @@ use tree::Tree;
 /// lowers them to eight floors and no arrow back up or circle.
 const LIMITS: Limits = Limits {
     floors: 9,
-    back_arrows: 2,
-    circles: 2,
+    back_arrows: 1,
+    circles: 1,
 };
 
 struct Limits {
