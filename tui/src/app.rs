@@ -169,7 +169,7 @@ impl App {
         let text = capture::screen_text(terminal.backend().buffer());
         let at = self.ui.started_unix_ms + self.shown.elapsed_ns / 1_000_000;
         let md = capture::markdown(&text, &self.shown, &self.ui.host, at);
-        let now = crate::report::unix_ms_now();
+        let now = crate::clock::unix_ms_now();
         self.ui.message = Some(
             match capture::write(self.capture_dir.as_deref(), &self.ui.host, now, &text, &md) {
                 Ok(path) => format!("saved {} (and .md)", path.display()),

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use ratatui::buffer::Buffer;
 
-use crate::{model::Snapshot, report, view::findings::severity_word};
+use crate::{clock, model::Snapshot, report, view::findings::severity_word};
 
 /// The buffer's cells as lines of text, trailing blanks trimmed.
 pub fn screen_text(buffer: &Buffer) -> String {
@@ -34,7 +34,7 @@ pub fn screen_text(buffer: &Buffer) -> String {
 /// the interval on screen with their evidence, why and fix.
 pub fn markdown(screen: &str, snap: &Snapshot, host: &str, unix_ms: u64) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# iotop-bpf on {host}, {}\n", report::rfc3339(unix_ms));
+    let _ = writeln!(out, "# iotop-bpf on {host}, {}\n", clock::rfc3339(unix_ms));
     let _ = writeln!(out, "```\n{}```\n", screen);
     let _ = writeln!(out, "## Findings\n");
     if snap.findings.is_empty() {
@@ -83,7 +83,7 @@ fn file_safe(host: &str) -> String {
 
 /// `20261122-000001Z` from milliseconds since the epoch.
 fn stamp(unix_ms: u64) -> String {
-    let t = report::rfc3339(unix_ms);
+    let t = clock::rfc3339(unix_ms);
     format!(
         "{}{}{}-{}{}{}Z",
         &t[0..4],

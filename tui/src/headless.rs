@@ -7,9 +7,10 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     cli::Cli,
+    clock,
     model::Snapshot,
     pipeline::{Pipeline, RunInfo, Step},
-    report::{self, json, text},
+    report::{json, text},
     shutdown::Shutdown,
 };
 
@@ -57,11 +58,11 @@ pub fn print(
     notes: &[String],
     out: &mut impl Write,
 ) -> Result<bool> {
-    let ts = report::rfc3339(info.unix_ms(snap));
+    let at = info.unix_ms(snap);
     let body = if cli.json {
         json::to_line(
             snap,
-            ts,
+            clock::rfc3339(at),
             json::Bounds {
                 pids: &cli.pids,
                 max_procs: cli.max_procs,
@@ -69,7 +70,7 @@ pub fn print(
             notes,
         ) + "\n"
     } else {
-        text::interval(snap, &ts[11..19], &cli.pids, cli.max_procs) + "\n"
+        text::interval(snap, &clock::time_of_day(at), &cli.pids, cli.max_procs) + "\n"
     };
     match out.write_all(body.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),

@@ -10,6 +10,7 @@ pub mod app;
 pub mod attach;
 pub mod capture;
 pub mod cli;
+pub mod clock;
 pub mod decode;
 pub mod demo;
 pub mod export;
@@ -18,7 +19,6 @@ pub mod generate;
 pub mod headless;
 pub mod heap;
 pub mod history;
-pub mod model;
 pub mod offline;
 pub mod pipeline;
 pub mod probe;
@@ -30,3 +30,7 @@ pub mod units;
 pub mod view;
 pub mod viewers;
 pub mod workload;
+
+/// The pure model is its own crate (`model/`), so its purity is a compile-time fact; it is
+/// named `model` here as it always was.
+pub use iotop_bpf_model as model;

@@ -9,10 +9,10 @@ use std::{io::Write as _, os::unix::fs::OpenOptionsExt as _, path::Path};
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    cli::Report,
+    cli::{HeatLatency, Report},
     pipeline::{Pipeline, Step},
     report::{
-        html::{self, Meta},
+        html::{self, DiskLatency, HeatMapSpec, Meta},
         timeline::Timeline,
     },
 };
@@ -35,7 +35,7 @@ pub fn run(args: &Report) -> Result<()> {
     let (meta, timeline) = read(&args.recording)?;
     let body = match kind {
         Output::Html => html::page(&meta, &timeline, args.top),
-        Output::Svg => html::single_heat_map(&meta, &timeline, args)?,
+        Output::Svg => heat_map(&meta, &timeline, args)?,
     };
     write_private(&args.output, &body)?;
     eprintln!(
@@ -50,6 +50,34 @@ pub fn run(args: &Report) -> Result<()> {
 enum Output {
     Html,
     Svg,
+}
+
+/// The heat map `-o FILE.svg` asks for: `--disk` or `--pid`, else the busiest disk; the
+/// arguments checked here, the recording's contents by the drawing.
+fn heat_map(meta: &Meta, timeline: &Timeline, args: &Report) -> Result<String> {
+    let spec = if let Some(pid) = args.pid {
+        let sync = match args.latency {
+            Some(HeatLatency::Sync) => Some(true),
+            None => None,
+            Some(HeatLatency::Total) => Some(false),
+            Some(other) => {
+                bail!("--latency {other:?} is per disk; a process has total or sync latency",)
+            }
+        };
+        HeatMapSpec::Process { pid, sync }
+    } else {
+        let latency = match args.latency.unwrap_or(HeatLatency::Device) {
+            HeatLatency::Total => DiskLatency::Total,
+            HeatLatency::Queue => DiskLatency::Queue,
+            HeatLatency::Device => DiskLatency::Device,
+            HeatLatency::Sync => bail!("--latency sync is per process: add --pid PID"),
+        };
+        HeatMapSpec::Disk {
+            name: args.disk.clone(),
+            latency,
+        }
+    };
+    html::single_heat_map(meta, timeline, &spec, &args.recording)
 }
 
 /// Replays the recording as fast as it reads and folds every interval into a timeline.
@@ -98,4 +126,36 @@ fn write_private(path: &Path, body: &str) -> Result<()> {
     file.write_all(body.as_bytes())
         .and_then(|()| file.flush())
         .with_context(|| format!("write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::html::tests::timeline;
+
+    #[test]
+    fn one_svg_heat_map_for_slides() {
+        let (info, t) = timeline();
+        let dir = std::env::temp_dir();
+        let args = |disk: Option<&str>, pid: Option<u32>, latency| Report {
+            recording: dir.join("unused"),
+            output: dir.join("x.svg"),
+            disk: disk.map(String::from),
+            pid,
+            latency,
+            top: 10,
+        };
+        let svg = heat_map(&info, &t, &args(Some("loop0"), None, None)).unwrap();
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(svg.contains("loop0 device time"));
+        let svg = heat_map(&info, &t, &args(None, Some(5689), None)).unwrap();
+        assert!(svg.contains("sync call latency"));
+        let err = heat_map(&info, &t, &args(Some("sdz"), None, None)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("no disk sdz in this recording (it has loop0, nvme0n1)"),
+            "{err:#}"
+        );
+        let err = heat_map(&info, &t, &args(None, None, Some(HeatLatency::Sync))).unwrap_err();
+        assert!(format!("{err:#}").contains("add --pid"), "{err:#}");
+    }
 }

@@ -108,7 +108,7 @@ impl Pipeline {
             host: host_name(),
             kernel: env.kernel_release.clone(),
             started_ns: feed.started_ns(),
-            started_unix_ms: crate::report::unix_ms_now(),
+            started_unix_ms: crate::clock::unix_ms_now(),
             interval_ns: u64::try_from(every.as_nanos()).unwrap_or(u64::MAX),
         };
         let recorder = record

@@ -30,6 +30,7 @@ use tokio::io::unix::AsyncFd;
 use self::kallsyms::Kallsyms;
 pub use self::sysfs::{block_device_names, diskstats};
 use crate::{
+    clock::monotonic_ns,
     decode::decode,
     model::{
         CgroupInfo, Comm, DStateNow, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings,
@@ -37,19 +38,6 @@ use crate::{
     },
     probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
 };
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock of `bpf_ktime_get_ns`.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    #[expect(clippy::cast_sign_loss, reason = "CLOCK_MONOTONIC is never negative")]
-    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-    ns
-}
 
 /// The live feed: probes attached, ring buffer registered with tokio.
 pub struct LiveFeed {
