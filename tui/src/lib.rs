@@ -1,6 +1,6 @@
 //! iotop-bpf: a live, top-like dashboard of Linux storage I/O built on eBPF.
 //!
-//! Data flows one way: kernel probes -> ring buffer -> [`feed`] -> [`decode`] -> [`model`]
+//! Data flows one way: kernel probes -> ring buffer -> [`feed`] (decode, annotate) -> [`model`]
 //! (pure) -> [`model::Snapshot`] -> [`view`] (TUI) | [`report`] (batch text, JSON). The
 //! [`pipeline`] drives it for the live view ([`app`]), the reports ([`headless`]) and the
 //! metrics daemon ([`serve`]), from the probes or from a recording; the Prometheus
@@ -11,7 +11,6 @@ pub mod attach;
 pub mod capture;
 pub mod cli;
 pub mod clock;
-pub mod decode;
 pub mod demo;
 pub mod export;
 pub mod feed;
