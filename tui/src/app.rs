@@ -604,6 +604,10 @@ impl Feed for PipelineFeed {
     }
 }
 
+// Every pane on real recordings, driven through `App` as the live view drives it.
+#[cfg(test)]
+mod recorded_tests;
+
 #[cfg(test)]
 mod tests {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -1073,5 +1077,79 @@ mod tests {
         press(&mut app, KeyCode::Char('j'));
         assert!(app.ui.message.is_none(), "the next key clears the message");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    // The process table's rows on screen as `App` settles them interval after interval.
+    mod steady_rows {
+        use crate::{
+            model::{Snapshot, fixtures::demo_snapshot},
+            view::{
+                SortKey,
+                tests::{draw_with, text, ui},
+            },
+        };
+
+        use super::super::App;
+
+        /// The screen row of `pid`'s line in the process table.
+        fn row_of(screen: &str, pid: u32) -> Option<usize> {
+            screen.lines().position(|l| {
+                l.get(1..)
+                    .is_some_and(|r| r.starts_with(&format!("{pid} ")))
+            })
+        }
+
+        #[test]
+        fn near_equal_processes_keep_their_rows_and_a_clear_leader_moves_up_at_once() {
+            let mut app = App::new(ui());
+            let mut snap = demo_snapshot();
+            let set = |snap: &mut Snapshot, pid: u32, mib: u64| {
+                let p = snap.procs.iter_mut().find(|p| p.tgid == pid).unwrap();
+                p.interval.read_bytes = mib << 20;
+                p.interval.write_bytes = 0;
+                p.interval.writeback_bytes = 0;
+                p.interval.wrote_back_bytes = 0;
+            };
+            // restic ahead, then the two take turns being 5% ahead of each other, second after
+            // second, as two similar writers do: the rows stay where they were.
+            set(&mut snap, 777, 100);
+            set(&mut snap, 4242, 96);
+            app.update(snap.clone());
+            let first = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+            let (restic, postgres) = (row_of(&first, 777).unwrap(), row_of(&first, 4242).unwrap());
+            assert_eq!(postgres, restic + 1, "{first}");
+            for second in 0..6 {
+                let (a, b) = if second % 2 == 0 {
+                    (96, 101)
+                } else {
+                    (101, 96)
+                };
+                snap.seq += 1;
+                set(&mut snap, 777, a);
+                set(&mut snap, 4242, b);
+                app.update(snap.clone());
+                let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+                assert_eq!(
+                    (row_of(&screen, 777), row_of(&screen, 4242)),
+                    (Some(restic), Some(postgres)),
+                    "second {second}:\n{screen}"
+                );
+            }
+            // postgres doubles restic: it overtakes at once.
+            snap.seq += 1;
+            set(&mut snap, 777, 100);
+            set(&mut snap, 4242, 200);
+            app.update(snap.clone());
+            let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+            assert_eq!(
+                (row_of(&screen, 4242), row_of(&screen, 777)),
+                (Some(restic), Some(postgres)),
+                "{screen}"
+            );
+            // Another sort starts in its own order at once.
+            app.ui.sort = SortKey::Pid;
+            let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
+            assert!(row_of(&screen, 777) < row_of(&screen, 4242), "{screen}");
+        }
     }
 }

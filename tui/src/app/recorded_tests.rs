@@ -11,10 +11,10 @@ use ratatui::{Terminal, backend::TestBackend, layout::Rect, text::Line};
 
 use super::*;
 use crate::{
-    app::App,
     history::History,
     model::{Dev, findings::Severity},
     pipeline::{Pipeline, Step},
+    view::{SortKey, disks, disks_in_view, dstate, heatmap, latency, layout, render, status},
 };
 
 const SIZES: [(u16, u16); 5] = [(80, 24), (100, 30), (120, 40), (200, 50), (250, 60)];
