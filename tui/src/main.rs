@@ -3,12 +3,13 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::Parser as _;
 use iotop_bpf::{
-    app, attach,
     cli::{self, Cli, Command, Serve},
-    demo, export, feed, generate, headless, offline,
+    export, feed,
+    front::{app, attach, batch, demo, report_cmd, serve},
+    generate,
     pipeline::Pipeline,
     probe::{Probes, privilege},
-    serve, viewers, workload,
+    viewers, workload,
 };
 
 fn main() -> ExitCode {
@@ -43,7 +44,7 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Check(args)) => return check(args),
         Some(Command::Serve(args)) => return serve(args),
         // Reads a file: no privileges, no probes.
-        Some(Command::Report(args)) => return offline::run(args),
+        Some(Command::Report(args)) => return report_cmd::run(args),
         Some(Command::Demo(args)) => return demo::run(args),
         // Reads a socket: no privileges, no probes.
         Some(Command::Attach(args)) => return attach::run(args),
@@ -84,7 +85,7 @@ fn run(cli: &Cli) -> Result<()> {
             }
         }
         if cli.is_batch() {
-            return headless::run(cli, pipeline, &mut std::io::stdout().lock()).await;
+            return batch::run(cli, pipeline, &mut std::io::stdout().lock()).await;
         }
         // Kept to the end: dropping it removes the socket.
         let published = viewers

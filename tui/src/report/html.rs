@@ -2,7 +2,7 @@
 //! scripts, nothing fetched) from a recording, for a post-mortem or a ticket. `-o FILE.svg`
 //! writes one heat map alone, for slides.
 //!
-//! Another consumer of [`crate::model::Snapshot`]s: the `report` command (`offline.rs`) replays the recording
+//! Another consumer of [`crate::model::Snapshot`]s: the `report` command (`front/report_cmd.rs`) replays the recording
 //! through the same pipeline as `--replay --json` and folds each interval into a [`Timeline`];
 //! this draws it.
 

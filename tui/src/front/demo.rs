@@ -20,10 +20,9 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+use super::{app, batch};
 use crate::{
-    app,
     cli::{Cli, Demo},
-    headless,
     pipeline::Pipeline,
     probe::privilege,
 };
@@ -361,7 +360,7 @@ pub fn run(args: &Demo) -> Result<()> {
         let result = runtime.block_on(async {
             let pipeline = Pipeline::live(&env, args.delay, None, None)?;
             if args.batch {
-                headless::run(&cli, pipeline, &mut std::io::stdout()).await
+                batch::run(&cli, pipeline, &mut std::io::stdout()).await
             } else {
                 app::run_captioned(&cli, pipeline, Some(rx), None).await
             }
@@ -413,14 +412,14 @@ mod tests {
             .map(|(i, step)| (step.name, caption(i, step)))
             .chain(std::iter::once(("over", OVER.to_string())));
         for (name, caption) in captions {
-            let mut app = crate::app::App::new(crate::view::UiState {
+            let mut app = crate::front::app::App::new(crate::view::UiState {
                 caption: Some(caption.clone()),
                 ..crate::view::UiState::default()
             });
             app.update(crate::model::fixtures::demo_snapshot());
             let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
             app.draw(&mut terminal).unwrap();
-            let screen = crate::capture::screen_text(terminal.backend().buffer());
+            let screen = crate::front::capture::screen_text(terminal.backend().buffer());
             let last = screen.lines().last().unwrap_or_default();
             assert_eq!(last.trim_end(), caption, "{name}: cut at 100 columns");
         }

@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use tokio::sync::mpsc;
 
+use super::app::{self, App, Fed, Feed};
 use crate::{
-    app::{self, App, Fed, Feed},
     cli,
     model::Snapshot,
     pipeline::RunInfo,

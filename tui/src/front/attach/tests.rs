@@ -4,7 +4,7 @@
 use ratatui::{Terminal, backend::TestBackend};
 
 use super::*;
-use crate::{app::Flow, history::fixtures::snapshot_at, viewers::wire};
+use crate::{front::app::Flow, history::fixtures::snapshot_at, viewers::wire};
 
 fn welcome(pid: u32, started_ns: u64) -> Welcome {
     Welcome {
@@ -53,7 +53,7 @@ fn attached(first: &Welcome) -> (App, LinkFeed) {
 fn screen(app: &mut App) -> String {
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
     app.draw(&mut terminal).unwrap();
-    crate::capture::screen_text(terminal.backend().buffer())
+    crate::front::capture::screen_text(terminal.backend().buffer())
 }
 
 #[test]

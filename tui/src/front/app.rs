@@ -8,8 +8,8 @@ use ratatui::{
     backend::{Backend, TestBackend},
 };
 
+use super::capture;
 use crate::{
-    capture,
     cli::Cli,
     history::History,
     model::Snapshot,
@@ -784,7 +784,7 @@ mod tests {
         assert!(!app.ui.show_detail);
         let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
         app.draw(&mut terminal).unwrap();
-        let screen = crate::capture::screen_text(terminal.backend().buffer());
+        let screen = crate::front::capture::screen_text(terminal.backend().buffer());
         let fix = &app
             .shown
             .findings
