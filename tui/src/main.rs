@@ -59,7 +59,7 @@ fn run(cli: &Cli) -> Result<()> {
         );
     }
     let viewers = (!cli.is_batch())
-        .then(|| viewers::endpoint::bind(&cli.viewers))
+        .then(|| viewers::endpoint::bind(&cli.viewers.endpoint()))
         .transpose()?;
     // Replay needs no privileges; the live probes are checked before anything else.
     let env = match &cli.replay {
@@ -108,7 +108,7 @@ fn run(cli: &Cli) -> Result<()> {
 
 fn serve(args: &Serve) -> Result<()> {
     let listener = export::server::bind(args.listen)?;
-    let viewers = viewers::endpoint::bind(&args.viewers)?;
+    let viewers = viewers::endpoint::bind(&args.viewers.endpoint())?;
     let env = privilege::check()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -32,9 +32,10 @@ use tree::Tree;
 
 /// The debts the house may still carry; `cargo xtask house` fails beyond them. They were
 /// 9 floors, 9 arrows back up and 3 circles when the drawing was first made (issue 21); its
-/// target, eight floors and no arrow back up or circle, is reached. They may only go down.
+/// target, eight floors and no arrow back up or circle, is reached (7 floors now). They may
+/// only go down.
 const LIMITS: Limits = Limits {
-    floors: 8,
+    floors: 7,
     back_arrows: 0,
     circles: 0,
 };
