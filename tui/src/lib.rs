@@ -6,21 +6,23 @@
 //! metrics daemon, the offline report, the demo), from the probes or from a recording; the
 //! Prometheus [`export`]er taps the pipeline's snapshots.
 
+// `pub` only for what `main.rs` (the binary, a crate of its own) names; the rest is
+// `pub(crate)`, so the compiler reports an item nobody uses instead of taking it for API.
 pub mod cli;
-pub mod clock;
+pub(crate) mod clock;
 pub mod export;
 pub mod feed;
 pub mod front;
 pub mod generate;
-pub mod heap;
-pub mod history;
+pub(crate) mod heap;
+pub(crate) mod history;
 pub mod pipeline;
 pub mod probe;
-pub mod report;
-pub mod shutdown;
-pub mod term;
-pub mod units;
-pub mod view;
+pub(crate) mod report;
+pub(crate) mod shutdown;
+pub(crate) mod term;
+pub(crate) mod units;
+pub(crate) mod view;
 pub mod viewers;
 pub mod workload;
 
