@@ -1,7 +1,7 @@
 //! iotop-bpf: a live, top-like dashboard of Linux storage I/O built on eBPF.
 //!
 //! Data flows one way: kernel probes -> ring buffer -> [`feed`] (decode, annotate) -> [`model`]
-//! (pure) -> [`model::Snapshot`] -> [`view`] (TUI) | [`report`] (batch text, JSON). The
+//! (pure) -> [`model::Snapshot`] -> `view` (TUI) | `report` (batch text, JSON). The
 //! [`pipeline`] drives it for the commands in [`front`] (the live view, the batch reports, the
 //! metrics daemon, the offline report, the demo), from the probes or from a recording; the
 //! Prometheus [`export`]er taps the pipeline's snapshots.

@@ -11,7 +11,7 @@ use crate::{clock::monotonic_ns, model::Dev, probe::control::Knobs};
 /// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs ~300 ns of
 /// BPF time per direct I/O call on an iomap filesystem (docs/overhead.md), so by
 /// default (`auto`) only while some cgroup I/O control (blk-throttle, io.max, io.latency,
-/// iocost) is configured on the host, looked for every [`CONTROL_SCAN_EVERY_NS`].
+/// iocost) is configured on the host, looked for every `CONTROL_SCAN_EVERY_NS` (2 s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallLatencyMode {
     Auto,

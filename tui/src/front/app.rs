@@ -1,4 +1,4 @@
-//! The live view's state machine (keys -> [`UiState`]) and its event loop.
+//! The live view's state machine (keys -> `view::UiState`) and its event loop.
 
 use anyhow::{Context as _, Result};
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};

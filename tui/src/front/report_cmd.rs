@@ -1,7 +1,7 @@
 //! `iotop-bpf report REC -o FILE.html|.svg`: the offline report's command. It replays the
 //! recording through the same pipeline as `--replay --json` (as fast as it reads, so a long
 //! recording takes as long as its replay), folds every interval into a
-//! [`report::timeline::Timeline`], and writes the page ([`report::html`]) or one heat map. It
+//! `report::timeline::Timeline`, and writes the page (`report::html`) or one heat map. It
 //! only reads a file: no privileges, no probes.
 
 use std::{io::Write as _, os::unix::fs::OpenOptionsExt as _, path::Path};

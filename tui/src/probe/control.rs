@@ -77,7 +77,7 @@ impl Knobs {
         }
     }
 
-    /// The D episodes in progress (read in place; see [`EpisodeTableView::in_progress`]).
+    /// The D episodes in progress (read in place; see `EpisodeTableView::in_progress`).
     pub fn episodes(&self) -> &EpisodeTableView {
         &self.dstate_episodes
     }
