@@ -127,6 +127,17 @@ pub struct Viewers {
 }
 
 impl Viewers {
+    /// What the viewers' endpoint binds.
+    pub fn endpoint(&self) -> crate::viewers::endpoint::Options {
+        crate::viewers::endpoint::Options {
+            socket: self.viewers_socket.clone(),
+            group: self.viewers_group.clone(),
+            listen: self.viewers_listen,
+            token: self.viewers_token.clone(),
+            off: self.no_viewers,
+        }
+    }
+
     /// Any of the options was given (on the command line; the token may come from the
     /// environment, which `attach` shares).
     pub fn given(&self) -> bool {

@@ -3,12 +3,13 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::Parser as _;
 use iotop_bpf::{
-    app, attach,
     cli::{self, Cli, Command, Serve},
-    demo, export, feed, generate, headless, offline,
+    export, feed,
+    front::{app, attach, batch, demo, report_cmd, serve},
+    generate,
     pipeline::Pipeline,
     probe::{Probes, privilege},
-    serve, viewers, workload,
+    viewers, workload,
 };
 
 fn main() -> ExitCode {
@@ -43,7 +44,7 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Check(args)) => return check(args),
         Some(Command::Serve(args)) => return serve(args),
         // Reads a file: no privileges, no probes.
-        Some(Command::Report(args)) => return offline::run(args),
+        Some(Command::Report(args)) => return report_cmd::run(args),
         Some(Command::Demo(args)) => return demo::run(args),
         // Reads a socket: no privileges, no probes.
         Some(Command::Attach(args)) => return attach::run(args),
@@ -58,7 +59,7 @@ fn run(cli: &Cli) -> Result<()> {
         );
     }
     let viewers = (!cli.is_batch())
-        .then(|| viewers::endpoint::bind(&cli.viewers))
+        .then(|| viewers::endpoint::bind(&cli.viewers.endpoint()))
         .transpose()?;
     // Replay needs no privileges; the live probes are checked before anything else.
     let env = match &cli.replay {
@@ -84,7 +85,7 @@ fn run(cli: &Cli) -> Result<()> {
             }
         }
         if cli.is_batch() {
-            return headless::run(cli, pipeline, &mut std::io::stdout().lock()).await;
+            return batch::run(cli, pipeline, &mut std::io::stdout().lock()).await;
         }
         // Kept to the end: dropping it removes the socket.
         let published = viewers
@@ -107,7 +108,7 @@ fn run(cli: &Cli) -> Result<()> {
 
 fn serve(args: &Serve) -> Result<()> {
     let listener = export::server::bind(args.listen)?;
-    let viewers = viewers::endpoint::bind(&args.viewers)?;
+    let viewers = viewers::endpoint::bind(&args.viewers.endpoint())?;
     let env = privilege::check()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,7 +1,7 @@
-//! The pipeline both front ends drive: a [`Source`] of model inputs (the live probes, or a
-//! recording), the model, and the optional recorder. The live view and the headless reports
-//! call [`Pipeline::next`] in their loops and get one closed interval at a time; neither
-//! knows where the inputs come from.
+//! The pipeline the commands (`front/`) drive: a `Source` of model inputs (the live probes,
+//! or a recording), the model, and the optional recorder. The live view, the batch reports,
+//! `serve`, the offline report and the demo call [`Pipeline::next`] in their loops and get
+//! one closed interval at a time; none knows where the inputs come from.
 //!
 //! Every input reaches the model through here, and, when recording, the recorder sees the
 //! very same sequence: the baseline sample taken at start, each drain's records and
@@ -108,7 +108,7 @@ impl Pipeline {
             host: host_name(),
             kernel: env.kernel_release.clone(),
             started_ns: feed.started_ns(),
-            started_unix_ms: crate::report::unix_ms_now(),
+            started_unix_ms: crate::clock::unix_ms_now(),
             interval_ns: u64::try_from(every.as_nanos()).unwrap_or(u64::MAX),
         };
         let recorder = record

@@ -42,12 +42,6 @@ pub fn count(n: u64) -> String {
     }
 }
 
-/// The UTC time of day, `HH:MM:SS`, of milliseconds since the epoch.
-pub fn time_of_day(unix_ms: u64) -> String {
-    let s = unix_ms / 1000 % 86_400;
-    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
 /// Seconds as `h:mm:ss`.
 pub fn elapsed(ns: u64) -> String {
     let s = ns / 1_000_000_000;
@@ -79,11 +73,5 @@ mod tests {
         assert_eq!(count(1_234), "1.2k");
         assert_eq!(count(34_000), "34k");
         assert_eq!(count(1_100_000), "1.1M");
-    }
-
-    #[test]
-    fn time_of_day_is_utc() {
-        assert_eq!(time_of_day(1_795_305_601_250), "00:00:01");
-        assert_eq!(time_of_day(3_723_000), "01:02:03");
     }
 }

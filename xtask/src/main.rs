@@ -2,6 +2,7 @@
 
 mod bench;
 mod dist;
+mod house;
 mod kernels;
 mod setup;
 mod util;
@@ -61,6 +62,9 @@ enum Task {
     /// Build the static binary, then a Debian package and a tarball of it in target/dist/
     /// (binary, man pages, completions, unit).
     Dist(dist::Args),
+    /// Draw who imports whom (the binary's rooms and floors, then the model's), and fail on a
+    /// circle or an arrow running back up. `cargo xtask test` runs it too.
+    House,
 }
 
 fn main() -> ExitCode {
@@ -87,6 +91,7 @@ fn task(task: Task) -> Result<()> {
         Task::Install => install(),
         Task::Bench(args) => bench::bench(&args),
         Task::Eval { only } => eval(only.as_deref()),
+        Task::House => house::house(),
         Task::Kernels(args) => {
             setup::setup(setup::Scope::Test)?;
             kernels::kernels(&args, &build_release()?)
@@ -159,10 +164,13 @@ fn test() -> Result<()> {
         build_release().map(|_| Outcome::Passed),
     ) {
         record("workspace tests", workspace_tests());
+        record("house", house::house().map(|()| Outcome::Passed));
         record("privileged tests", privileged_tests());
         record("debian package", debian_package(&release_binary()));
         record("kernel matrix", kernel_matrix());
     } else {
+        // The drawing needs neither the toolchain nor the binary.
+        record("house", house::house().map(|()| Outcome::Passed));
         for name in [
             "workspace tests",
             "privileged tests",

@@ -65,9 +65,7 @@ impl WorkloadTotals {
         self.writes += f.writes;
         self.read_bytes += f.read_bytes;
         self.write_bytes += f.write_bytes;
-        for (slot, n) in self.sync_hist.slots.iter_mut().zip(f.sync.hist.slots) {
-            *slot += n;
-        }
+        self.sync_hist += &f.sync.hist;
         self.sync_sum_ns += f.sync.time_ns;
         self.syncs += f.sync.hist.total();
         self.dstate_ns += f.dstate_ns;
@@ -78,9 +76,7 @@ impl WorkloadTotals {
         self.writes += other.writes;
         self.read_bytes += other.read_bytes;
         self.write_bytes += other.write_bytes;
-        for (slot, n) in self.sync_hist.slots.iter_mut().zip(other.sync_hist.slots) {
-            *slot += n;
-        }
+        self.sync_hist += &other.sync_hist;
         self.sync_sum_ns += other.sync_sum_ns;
         self.syncs += other.syncs;
         self.dstate_ns += other.dstate_ns;

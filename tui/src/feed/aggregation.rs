@@ -1,11 +1,14 @@
 //! Aggregation mode, user side: when to switch it on (past a measured rate of requests) and
 //! the kernel's per-(process, disk) sums at each sample (see `iotop_bpf_common::aggregate`).
 
-use aya::maps::{Array, MapData, PerCpuHashMap};
+use aya::maps::{MapData, PerCpuHashMap};
 
 use iotop_bpf_common::aggregate::{ProcDiskAggregate, ProcDiskKey};
 
-use crate::model::{Comm, Dev, ProcDiskTotals};
+use crate::{
+    model::{Comm, Dev, ProcDiskTotals},
+    probe::control::{self, Knobs},
+};
 
 /// Requests per second (all disks) from which the probes aggregate by default. Streaming
 /// costs ~100 ns of this process's CPU per request (decoding, the books; the bench: 2.4% of
@@ -52,7 +55,6 @@ impl Policy {
 }
 
 pub struct Aggregation {
-    align: Array<MapData, u64>,
     sums: PerCpuHashMap<MapData, ProcDiskKey, ProcDiskAggregate>,
     policy: Policy,
     /// The alignment written into the kernel (0: streaming).
@@ -64,12 +66,10 @@ pub struct Aggregation {
 
 impl Aggregation {
     pub fn new(
-        align: Array<MapData, u64>,
         sums: PerCpuHashMap<MapData, ProcDiskKey, ProcDiskAggregate>,
         policy: Policy,
     ) -> Self {
         Self {
-            align,
             sums,
             policy,
             written: 0,
@@ -86,7 +86,13 @@ impl Aggregation {
     /// previous sample (`requests`: cumulative, all disks) and writes it into the kernel with
     /// the alignment a summed request needs (`largest_block`: the largest filesystem or
     /// physical block in use). Returns an error to report when the kernel refused the write.
-    pub fn decide(&mut self, requests: u64, now_ns: u64, largest_block: u64) -> Result<(), String> {
+    pub fn decide(
+        &mut self,
+        requests: u64,
+        now_ns: u64,
+        largest_block: u64,
+        knobs: &mut Knobs,
+    ) -> Result<(), String> {
         let rate = match self.prev.replace((requests, now_ns)) {
             Some((before, then)) if now_ns > then => {
                 let per_ns = requests.saturating_sub(before) as f64 / (now_ns - then) as f64;
@@ -99,8 +105,8 @@ impl Aggregation {
         if align == self.written {
             return Ok(());
         }
-        self.align
-            .set(0, align, 0)
+        knobs
+            .set_aggregate_align(align)
             .map_err(|e| format!("cannot switch aggregation mode: {e}"))?;
         self.written = align;
         self.ever_on |= on;
@@ -125,9 +131,7 @@ impl Aggregation {
                 totals_of(key, per_cpu.iter())
             })
             .collect();
-        for key in gone {
-            let _ = self.sums.remove(&key);
-        }
+        control::forget(&mut self.sums, gone);
         totals
     }
 }

@@ -4,7 +4,9 @@
 //! interval (and once at the start, as the baseline); or a recording of all that.
 
 mod aggregation;
+mod annotate;
 mod cgroups;
+mod decode;
 pub mod host;
 mod io_controls;
 mod kallsyms;
@@ -13,9 +15,11 @@ mod procfs;
 pub mod recording;
 mod self_cost;
 mod stacks;
+mod switches;
 mod sysfs;
+mod throttle;
 
-use std::{io, os::fd::AsRawFd as _};
+use std::io;
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
@@ -24,32 +28,32 @@ use iotop_bpf_common::maps::{
     COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED,
     COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, COUNTER_SAMPLED, DiskAggregate, LogicalWrites,
 };
-use iotop_bpf_common::throttle::{CallKey, CallSlot, CallTotals, DirtyTotals};
+use iotop_bpf_common::throttle::{CallKey, CallTotals, DirtyTotals};
 use tokio::io::unix::AsyncFd;
 
-use self::kallsyms::Kallsyms;
-pub use self::sysfs::{block_device_names, diskstats};
-use crate::{
+use self::{
+    annotate::annotate,
     decode::decode,
-    model::{
-        CgroupInfo, Comm, DStateNow, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings,
-        DiskTotals, FileRef, Input, IoLimits, KernelCounters, KernelSample, NoStack, SampleKind,
-    },
-    probe::{ProbeMaps, ProbeReport, Probes, privilege::Environment},
+    kallsyms::Kallsyms,
+    switches::{CallLatencySwitch, SchedSplitSwitch},
+    throttle::{ThrottleSample, ThrottleWatch},
 };
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock of `bpf_ktime_get_ns`.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    #[expect(clippy::cast_sign_loss, reason = "CLOCK_MONOTONIC is never negative")]
-    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-    ns
-}
+pub use self::{
+    switches::CallLatencyMode,
+    sysfs::{block_device_names, diskstats},
+};
+use crate::{
+    clock::monotonic_ns,
+    model::{
+        CgroupInfo, Comm, DStateNow, Dev, DiskTotals, Input, KernelCounters, KernelSample, NoStack,
+        SampleKind,
+    },
+    probe::{
+        ProbeMaps, ProbeReport, Probes,
+        control::{self, Knobs},
+        privilege::Environment,
+    },
+};
 
 /// The live feed: probes attached, ring buffer registered with tokio.
 pub struct LiveFeed {
@@ -57,7 +61,6 @@ pub struct LiveFeed {
     counters: PerCpuArray<MapData, u64>,
     disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
     logical_writes: PerCpuHashMap<MapData, u32, LogicalWrites>,
-    dstate_episodes: crate::probe::episodes::EpisodeTableView,
     stacks: stacks::StackBook,
     /// Cgroup ids seen on requests since the last sample, and their names.
     cgroups_seen: std::collections::HashSet<u64, foldhash::fast::RandomState>,
@@ -73,7 +76,6 @@ pub struct LiveFeed {
     /// once the sample has read their last values.
     exited: Vec<u32>,
     self_cost: self_cost::SelfCostMeter,
-    dio_stream_align: aya::maps::Array<MapData, u64>,
     dio_calls: PerCpuHashMap<MapData, CallKey, CallTotals>,
     dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
     /// The wait before the request: who had calls or pauses, and their cgroups.
@@ -85,6 +87,8 @@ pub struct LiveFeed {
     largest_block: u64,
     started_ns: u64,
     report: ProbeReport,
+    /// Every write into the kernel's maps.
+    knobs: Knobs,
     // Last, so the maps above are closed before the programs are detached.
     probes: Probes,
 }
@@ -98,20 +102,14 @@ impl LiveFeed {
             counters,
             disks,
             logical_writes,
-            dstate_episodes,
             stacks,
             dstate_time,
-            dio_stream_align,
             dio_calls,
-            dio_calls_in_flight,
             dirty_pauses,
-            call_latency_on,
-            sched_split_on,
-            aggregate_align,
             proc_disks,
+            mut knobs,
         } = probes.take_maps()?;
         let aggregation = aggregation::Aggregation::new(
-            aggregate_align,
             proc_disks,
             aggregation::Policy::from_env().map_err(|e| anyhow::anyhow!(e))?,
         );
@@ -138,7 +136,6 @@ impl LiveFeed {
             counters,
             disks,
             logical_writes,
-            dstate_episodes,
             stacks: stacks::StackBook::new(stacks, kallsyms),
             cgroups_seen: std::collections::HashSet::default(),
             cgroups: cgroups::CgroupNames::new(),
@@ -149,23 +146,19 @@ impl LiveFeed {
             mounts: mounts::MountWatch::open(),
             exited: Vec::new(),
             self_cost: self_cost::SelfCostMeter::default(),
-            dio_stream_align,
             dio_calls,
             dirty_pauses,
-            throttle: ThrottleWatch {
-                in_flight: Some(dio_calls_in_flight),
-                switch: CallLatencySwitch::new(
-                    call_latency_on,
-                    CallLatencyMode::from_env(),
-                    report.call_latency,
-                ),
-                ..ThrottleWatch::default()
-            },
-            sched_split: SchedSplitSwitch::new(sched_split_on),
+            throttle: ThrottleWatch::new(CallLatencySwitch::new(
+                CallLatencyMode::from_env(),
+                report.call_latency,
+                &mut knobs,
+            )),
+            sched_split: SchedSplitSwitch::new(),
             aggregation,
             largest_block: 4096,
             started_ns: monotonic_ns(),
             report,
+            knobs,
             probes,
         };
         feed.refresh_geometry();
@@ -180,7 +173,7 @@ impl LiveFeed {
         }
         let align = self.block_sizes.largest_block_in_use();
         self.largest_block = align;
-        if let Err(e) = self.dio_stream_align.set(0, align, 0) {
+        if let Err(e) = self.knobs.set_dio_align(align) {
             self.report
                 .degraded
                 .push(format!("cannot update the direct-I/O alignment map: {e}"));
@@ -235,7 +228,7 @@ impl LiveFeed {
                         self.exited.push(exit.tgid);
                     }
                     if let Input::Block(io) = &input {
-                        self.sched_split.saw_request(io.dev);
+                        self.sched_split.saw_request(io.dev, &mut self.knobs);
                         if io.cgroup != 0 && self.cgroups_seen.len() < MAX_CGROUPS_PER_INTERVAL {
                             self.cgroups_seen.insert(io.cgroup);
                         }
@@ -303,10 +296,16 @@ impl LiveFeed {
             .filter_map(Result::ok)
             .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
             .collect();
-        let (dio_calls, dirty_pauses, dirty_settings, io_limits) = self.throttle.sample(
+        let ThrottleSample {
+            dio_calls,
+            dirty_pauses,
+            dirty_settings,
+            io_limits,
+        } = self.throttle.sample(
             &mut self.dio_calls,
             &self.dirty_pauses,
             &mut self.block_sizes,
+            &mut self.knobs,
             &self.exited,
             now_ns,
         );
@@ -315,23 +314,24 @@ impl LiveFeed {
         let aggregating = self.aggregation.on();
         let proc_disks = self.aggregation.sums(&self.exited);
         let requests: u64 = disks.iter().map(|d| d.requests.iter().sum::<u64>()).sum();
-        if let Err(e) = self
-            .aggregation
-            .decide(requests, now_ns, self.largest_block)
+        if let Err(e) =
+            self.aggregation
+                .decide(requests, now_ns, self.largest_block, &mut self.knobs)
             && !self.report.degraded.contains(&e)
         {
             self.report.degraded.push(e);
         }
-        for tgid in self.exited.drain(..) {
-            let _ = self.logical_writes.remove(&tgid);
-            let _ = self.dstate_time.remove(&tgid);
-            let _ = self.dirty_pauses.remove(&tgid);
-        }
+        // This sample read the exited processes' last values: their entries go.
+        let exited = std::mem::take(&mut self.exited);
+        control::forget(&mut self.logical_writes, exited.iter().copied());
+        control::forget(&mut self.dstate_time, exited.iter().copied());
+        control::forget(&mut self.dirty_pauses, exited.iter().copied());
         let dstate_now = self.dstate_now(now_ns);
         let names = block_device_names();
         let geometry = self.block_sizes.geometry(&names);
         let schedulers = sysfs::schedulers(&names);
-        self.sched_split.close_interval(&schedulers);
+        self.sched_split
+            .close_interval(&schedulers, &mut self.knobs);
         KernelSample {
             kind,
             now_ns,
@@ -359,11 +359,6 @@ impl LiveFeed {
             proc_disks,
         }
     }
-
-    /// The ring buffer's fd, for diagnostics.
-    pub fn ring_fd(&self) -> i32 {
-        self.events.as_raw_fd()
-    }
 }
 
 impl LiveFeed {
@@ -388,7 +383,7 @@ impl LiveFeed {
     fn dstate_now(&mut self, now_ns: u64) -> Vec<DStateNow> {
         let mut now = Vec::new();
         let mut stale = Vec::new();
-        for (tid, episode) in self.dstate_episodes.in_progress() {
+        for (tid, episode) in self.knobs.episodes().in_progress() {
             let age = now_ns.saturating_sub(episode.start_ns);
             if age > STALE_AFTER_NS && procfs::thread_state(tid) != Some('D') {
                 stale.push((tid, episode.start_ns));
@@ -408,7 +403,7 @@ impl LiveFeed {
         }
         for (tid, start_ns) in stale {
             // Unless a new episode replaced it in between.
-            self.dstate_episodes.end_stale(tid, start_ns);
+            self.knobs.end_stale_episode(tid, start_ns);
         }
         self.stacks.retain(|tid, start_ns| {
             now.iter()
@@ -434,427 +429,8 @@ impl LiveFeed {
 
 /// Distinct cgroups collected per interval at most (a host runs a few hundred).
 const MAX_CGROUPS_PER_INTERVAL: usize = 4096;
-/// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs ~300 ns of
-/// BPF time per direct I/O call on an iomap filesystem (docs/overhead.md), so by
-/// default (`auto`) only while some cgroup I/O control (blk-throttle, io.max, io.latency,
-/// iocost) is configured on the host, looked for every [`CONTROL_SCAN_EVERY_NS`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallLatencyMode {
-    Auto,
-    On,
-    Off,
-}
-
-impl CallLatencyMode {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text.trim() {
-            "" | "auto" => Some(Self::Auto),
-            "on" | "1" => Some(Self::On),
-            "off" | "0" => Some(Self::Off),
-            _ => None,
-        }
-    }
-
-    pub fn from_env() -> Self {
-        std::env::var("IOTOP_BPF_CALL_LATENCY")
-            .ok()
-            .and_then(|v| Self::parse(&v))
-            .unwrap_or(Self::Auto)
-    }
-
-    /// What `check` prints: the mode and, for `auto`, whether it would be on now.
-    pub fn describe(self) -> String {
-        let set = std::env::var("IOTOP_BPF_CALL_LATENCY").unwrap_or_default();
-        let unknown = if Self::parse(&set).is_none() {
-            format!(" (IOTOP_BPF_CALL_LATENCY={set:?} is not auto, on or off: auto)")
-        } else {
-            String::new()
-        };
-        match self {
-            Self::On => "on (IOTOP_BPF_CALL_LATENCY=on)".to_string(),
-            Self::Off => "off (IOTOP_BPF_CALL_LATENCY=off)".to_string(),
-            Self::Auto if io_controls::any_io_control(&io_controls::host_mounts()) => {
-                format!("auto: on now, a cgroup I/O control is configured{unknown}")
-            }
-            Self::Auto => format!("auto: off now, no cgroup I/O control is configured{unknown}"),
-        }
-    }
-}
-
-/// The switch of the scheduler split (G2I / I2D): timing `block_rq_insert` costs ~70 ns per
-/// I/O, and without a scheduler the kernel inserts requests too, so it is on only from the
-/// first completed request of a disk that has a scheduler until an interval without one.
-struct SchedSplitSwitch {
-    map: aya::maps::Array<MapData, u32>,
-    on: bool,
-    /// The disks that have a scheduler (sysfs, read again at each sample).
-    scheduled: Vec<Dev>,
-    /// One of them completed a request since the last sample.
-    busy: bool,
-}
-
-impl SchedSplitSwitch {
-    fn new(map: aya::maps::Array<MapData, u32>) -> Self {
-        Self {
-            map,
-            on: false,
-            scheduled: sysfs::schedulers(&block_device_names())
-                .into_iter()
-                .map(|(dev, _)| dev)
-                .collect(),
-            busy: false,
-        }
-    }
-
-    /// A request of `dev` completed: the split goes on at once (within a drain of the
-    /// burst's first request) if `dev` has a scheduler.
-    fn saw_request(&mut self, dev: Dev) {
-        if !self.busy && self.scheduled.contains(&dev) {
-            self.busy = true;
-            self.turn(true);
-        }
-    }
-
-    /// At each sample: off again after an interval without a scheduled disk's request.
-    fn close_interval(&mut self, schedulers: &[(Dev, String)]) {
-        self.scheduled = schedulers.iter().map(|(dev, _)| *dev).collect();
-        if !self.busy {
-            self.turn(false);
-        }
-        self.busy = false;
-    }
-
-    fn turn(&mut self, on: bool) {
-        if on != self.on && self.map.set(0, u32::from(on), 0).is_ok() {
-            self.on = on;
-        }
-    }
-}
-
-/// How often `auto` looks for cgroup I/O controls.
-const CONTROL_SCAN_EVERY_NS: u64 = 2_000_000_000;
-
-/// The kernel's on/off switch of call latency, turned by [`CallLatencyMode`].
-struct CallLatencySwitch {
-    map: Option<aya::maps::Array<MapData, u32>>,
-    mode: CallLatencyMode,
-    /// Both probes are attached.
-    available: bool,
-    on: bool,
-    /// When `auto` last looked (None: never).
-    scanned_ns: Option<u64>,
-    mounts: Option<io_controls::CgroupMounts>,
-}
-
-impl Default for CallLatencySwitch {
-    fn default() -> Self {
-        Self {
-            map: None,
-            mode: CallLatencyMode::Off,
-            available: false,
-            on: false,
-            scanned_ns: None,
-            mounts: None,
-        }
-    }
-}
-
-impl CallLatencySwitch {
-    fn new(map: aya::maps::Array<MapData, u32>, mode: CallLatencyMode, available: bool) -> Self {
-        let mut switch = Self {
-            map: Some(map),
-            mode,
-            available,
-            ..Self::default()
-        };
-        switch.update(monotonic_ns());
-        switch
-    }
-
-    /// Turns the switch as the mode says; returns whether it went from on to off.
-    fn update(&mut self, now_ns: u64) -> bool {
-        if !self.available {
-            return false;
-        }
-        let want = match self.mode {
-            CallLatencyMode::On => true,
-            CallLatencyMode::Off => false,
-            CallLatencyMode::Auto => {
-                if self
-                    .scanned_ns
-                    .is_some_and(|at| now_ns.saturating_sub(at) < CONTROL_SCAN_EVERY_NS)
-                {
-                    return false;
-                }
-                self.scanned_ns = Some(now_ns);
-                let mounts = self.mounts.get_or_insert_with(io_controls::host_mounts);
-                io_controls::any_io_control(mounts)
-            }
-        };
-        if want == self.on {
-            return false;
-        }
-        if let Some(map) = &mut self.map
-            && map.set(0, u32::from(want), 0).is_ok()
-        {
-            self.on = want;
-            return !want;
-        }
-        false
-    }
-}
-
-/// Reads the kernel's per-process call-latency and dirty-pause aggregates, and annotates the
-/// processes whose figures moved with their cgroup's I/O limits.
-#[derive(Default)]
-struct ThrottleWatch {
-    /// Calls (per process and filesystem) and pauses (per process) at the previous sample:
-    /// a process whose figures moved is annotated. Bounded by the kernel maps' sizes; entries
-    /// of exited processes go with them.
-    seen_calls: std::collections::HashMap<CallKey, u64>,
-    seen_pauses: std::collections::HashMap<u32, u64>,
-    cgroups: io_controls::CgroupBook,
-    /// Calls in progress in the kernel, cleared when measuring is switched off.
-    in_flight: Option<aya::maps::Array<MapData, CallSlot>>,
-    switch: CallLatencySwitch,
-}
-
-type ThrottleSample = (
-    Vec<DioCallTotals>,
-    Vec<DirtyPauseTotals>,
-    Option<DirtySettings>,
-    Vec<IoLimits>,
-);
-
-impl ThrottleWatch {
-    fn sample(
-        &mut self,
-        calls: &mut PerCpuHashMap<MapData, CallKey, CallTotals>,
-        pauses: &PerCpuHashMap<MapData, u32, DirtyTotals>,
-        block_sizes: &mut mounts::BlockSizes,
-        exited: &[u32],
-        now_ns: u64,
-    ) -> ThrottleSample {
-        if self.switch.update(now_ns) {
-            // Switched off: a call noted before must not pair with a completion seen after
-            // measuring is switched on again (its kiocb reused by a call not noted).
-            self.clear_in_flight();
-        }
-        let mut moved = std::collections::BTreeSet::new();
-        let mut gone = Vec::new();
-        let mut dio_calls = Vec::new();
-        for (key, per_cpu) in calls.iter().filter_map(Result::ok) {
-            if exited.contains(&key.tgid) {
-                gone.push(key);
-            }
-            let fs_dev = Dev::from_kernel(key.fs_dev);
-            let mut totals = DioCallTotals {
-                tgid: key.tgid,
-                comm: String::new(),
-                fs_dev,
-                disk: block_sizes.disk(fs_dev).disk,
-                calls: 0,
-                sum_ns: 0,
-                slots: vec![0; iotop_bpf_common::throttle::CALL_SLOTS],
-            };
-            for cpu in per_cpu.iter() {
-                totals.calls += cpu.calls;
-                totals.sum_ns += cpu.sum_ns;
-                for (sum, n) in totals.slots.iter_mut().zip(cpu.slots) {
-                    *sum = sum.wrapping_add(n);
-                }
-            }
-            // Trailing empty slots are left out (a recording keeps every sample).
-            let used = totals
-                .slots
-                .iter()
-                .rposition(|&n| n != 0)
-                .map_or(0, |i| i + 1);
-            totals.slots.truncate(used);
-            if self.seen_calls.insert(key, totals.calls) != Some(totals.calls) {
-                moved.insert(key.tgid);
-            }
-            dio_calls.push(totals);
-        }
-        let mut dirty_pauses = Vec::new();
-        for (tgid, per_cpu) in pauses.iter().filter_map(Result::ok) {
-            let mut totals = DirtyPauseTotals {
-                tgid,
-                ..DirtyPauseTotals::default()
-            };
-            let mut last_ns = 0;
-            for cpu in per_cpu.iter() {
-                totals.pauses += cpu.pauses;
-                totals.pause_ms += cpu.pause_ms;
-                if cpu.pauses > 0 && cpu.last_ns >= last_ns {
-                    last_ns = cpu.last_ns;
-                    totals.comm = Comm::text(&cpu.comm);
-                    totals.bdi = Comm::text(&cpu.bdi);
-                    totals.limit_pages = cpu.limit_pages;
-                    totals.dirty_pages = cpu.dirty_pages;
-                    totals.wb_dirty_pages = cpu.wb_dirty_pages;
-                }
-            }
-            if self.seen_pauses.insert(tgid, totals.pauses) != Some(totals.pauses) {
-                moved.insert(tgid);
-            }
-            dirty_pauses.push(totals);
-        }
-        let mut io_limits = Vec::new();
-        for &tgid in &moved {
-            if let Some((comm, limits)) = self.cgroups.of(tgid, now_ns) {
-                for totals in dio_calls.iter_mut().filter(|t| t.tgid == tgid) {
-                    totals.comm.clone_from(&comm);
-                }
-                io_limits.push(limits);
-            }
-        }
-        let dirty_settings = dirty_pauses
-            .iter()
-            .any(|p| moved.contains(&p.tgid))
-            .then(read_dirty_settings);
-        for key in gone {
-            let _ = calls.remove(&key);
-            self.seen_calls.remove(&key);
-        }
-        for tgid in exited {
-            self.seen_pauses.remove(tgid);
-            self.cgroups.forget(*tgid);
-        }
-        (dio_calls, dirty_pauses, dirty_settings, io_limits)
-    }
-}
-
-impl ThrottleWatch {
-    /// Whether direct I/O call latency is being measured now.
-    fn measuring(&self) -> bool {
-        self.switch.on
-    }
-
-    fn clear_in_flight(&mut self) {
-        let Some(in_flight) = &mut self.in_flight else {
-            return;
-        };
-        let free = CallSlot {
-            iocb: 0,
-            start_ns: 0,
-            tgid: 0,
-            _pad: 0,
-        };
-        for index in 0..in_flight.len() {
-            if in_flight.get(&index, 0).is_ok_and(|slot| slot.iocb != 0) {
-                let _ = in_flight.set(index, free, 0);
-            }
-        }
-    }
-}
-
-fn read_dirty_settings() -> DirtySettings {
-    let read = |name: &str| {
-        std::fs::read_to_string(format!("/proc/sys/vm/{name}"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    DirtySettings {
-        dirty_bytes: read("dirty_bytes"),
-        dirty_ratio: read("dirty_ratio"),
-        background_bytes: read("dirty_background_bytes"),
-        background_ratio: read("dirty_background_ratio"),
-    }
-}
-
 /// An episode older than this whose thread is not in D is stale.
 const STALE_AFTER_NS: u64 = 1_000_000_000;
-
-/// Adds what the kernel maps, /proc and sysfs know: kernel threads, the file behind a sync
-/// call's fd and its filesystem's block size, a direct I/O call's file and geometry, a D
-/// episode's symbolized stack. Caches of an exited process are dropped.
-fn annotate(
-    procs: &mut procfs::ProcCache,
-    block_sizes: &mut mounts::BlockSizes,
-    stacks: &mut stacks::StackBook,
-    input: &mut Input,
-    now_ns: u64,
-) {
-    match input {
-        Input::DState(episode) => {
-            let wakeup = std::mem::take(&mut episode.wakeup_stack);
-            (episode.stack, episode.no_stack) =
-                stacks.finished(episode.tid, episode.start_ns, episode.stack_id, &wakeup);
-        }
-        Input::Dio(call) => {
-            call.fs_block_size = block_sizes.fs_block_size(call.fs_dev, now_ns).unwrap_or(0);
-            let disk = block_sizes.disk(call.fs_dev);
-            call.disk = disk.disk;
-            call.logical_block_size = disk.logical_block_size;
-            call.physical_block_size = disk.physical_block_size;
-            call.fs_start_sector = disk.start_sector;
-            call.file = procs
-                .file_of_inode(call.tgid, call.fs_dev, call.ino)
-                .or_else(|| procs.path_of_inode(call.fs_dev, call.ino))
-                .or_else(|| {
-                    (!call.name.is_empty()).then(|| {
-                        FileRef::Inode {
-                            dev: call.fs_dev,
-                            ino: call.ino,
-                            name: call.name.clone(),
-                        }
-                        .to_string()
-                    })
-                });
-            if let Some(path) = &call.file
-                && path.starts_with('/')
-            {
-                procs.remember_inode_path(call.fs_dev, call.ino, path);
-            }
-        }
-        Input::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
-        Input::Sync(call) => {
-            let fs_dev = if let Some(fd) = call.fd {
-                let expect = call
-                    .fs_dev
-                    .filter(|_| call.ino != 0)
-                    .map(|dev| (dev, call.ino));
-                let (file, fs_dev) = procs.resolve_fd(call.tgid, fd, expect, now_ns);
-                call.file = file;
-                fs_dev
-            } else {
-                None
-            };
-            // The kernel named the file's filesystem and inode during the call; /proc only
-            // if the process is still there (a short-lived one is often gone), and an
-            // io_uring sync has no fd to look up.
-            if let (FileRef::Unresolved(_), Some(dev)) = (&call.file, call.fs_dev)
-                && call.ino != 0
-            {
-                call.file = procs.path_of_inode(dev, call.ino).map_or_else(
-                    || FileRef::Inode {
-                        dev,
-                        ino: call.ino,
-                        name: call.name.clone(),
-                    },
-                    FileRef::Path,
-                );
-            }
-            if call.fd.is_some()
-                && let FileRef::Path(path) = &call.file
-                && let Some(dev) = call.fs_dev.or(fs_dev)
-            {
-                procs.remember_inode_path(dev, call.ino, path);
-            }
-            if let Some(fs_dev) = call.fs_dev.or(fs_dev) {
-                call.fs_dev = Some(fs_dev);
-                call.dev = Some(block_sizes.disk(fs_dev).disk);
-                if call.fs_block_size == 0 {
-                    call.fs_block_size = block_sizes.fs_block_size(fs_dev, now_ns).unwrap_or(0);
-                }
-            }
-        }
-        Input::Exit(exit) => procs.forget(exit.tgid),
-        Input::BadRecords(_) | Input::Sample(_) => {}
-    }
-}
 
 fn sum_disk<'a>(dev: Dev, per_cpu: impl Iterator<Item = &'a DiskAggregate>) -> DiskTotals {
     let mut out = DiskTotals {

@@ -9,7 +9,10 @@
 
 use std::os::fd::OwnedFd;
 
-use crate::{model::SelfCost, probe::Probes};
+use crate::{
+    model::SelfCost,
+    probe::{Probes, control},
+};
 
 /// One interval in this many is measured when the statistics are not on for the host.
 pub const SAMPLE_EVERY: u64 = 10;
@@ -63,7 +66,7 @@ impl SelfCostMeter {
         } else if self.samples.is_multiple_of(SAMPLE_EVERY) {
             // Without CAP_SYS_ADMIN this fails: then there is no figure unless the host
             // keeps the statistics.
-            self.stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+            self.stats = control::enable_run_time_stats();
         }
         self.samples += 1;
         cost

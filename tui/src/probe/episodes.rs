@@ -106,7 +106,7 @@ impl EpisodeTableView {
 
     /// Ends the episode of `tid` that started at `start_ns` (a stale one, whose wakeup was
     /// missed), unless the probes replaced it since.
-    pub fn end_stale(&self, tid: u32, start_ns: u64) {
+    pub(super) fn end_stale(&self, tid: u32, start_ns: u64) {
         let set = iotop_bpf_common::dstate::episode_set(tid) as usize;
         // A thread holds at most one way of its set.
         for way in 0..EPISODE_WAYS {

@@ -4,7 +4,8 @@
 
 pub mod access;
 pub mod btf;
-pub mod episodes;
+pub mod control;
+mod episodes;
 pub mod facts;
 pub mod plan;
 pub mod privilege;
@@ -32,11 +33,10 @@ use iotop_bpf_common::{
     raw::{GLOBAL_FAULT_INJECT, GLOBAL_RAW_LAYOUT, GLOBAL_SYSCALL_TABLE},
     sync::{
         GLOBAL_DURABLE_BTF, GLOBAL_DURABLE_OFFSETS, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS,
-        URING_SYNC_SEEN,
     },
     throttle::{
-        CALL_LATENCY_ON, CallKey, CallSlot, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT,
-        DIRTY_PAUSES, DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
+        CALL_LATENCY_ON, CallKey, CallTotals, DIO_CALL_TOTALS, DIO_CALLS_IN_FLIGHT, DIRTY_PAUSES,
+        DirtyTotals, GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS,
     },
     tracepoint::{
         GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS, GLOBAL_ISSUE_FIELDS,
@@ -90,7 +90,8 @@ pub struct Probes {
     ebpf: Ebpf,
     /// Every attachment, owned here so that they can be detached all at once.
     links: Vec<Box<dyn Send>>,
-    /// Loaded, attached only once io_uring syncs show up ([`Probes::attach_for_io_uring_syncs`]).
+    /// Loaded, attached only once io_uring syncs show up (`Probes::attach_for_io_uring_syncs`,
+    /// in `control.rs` with every other change the drain path makes to the probes).
     deferred: Vec<Step>,
     pub report: ProbeReport,
 }
@@ -228,28 +229,18 @@ pub struct ProbeMaps {
     /// tgid -> bytes asked to be written and the writer's command (an LRU per-CPU hash;
     /// aya reads it like a hash).
     pub logical_writes: PerCpuHashMap<MapData, u32, LogicalWrites>,
-    /// The D-state episodes in progress, by thread id.
-    pub dstate_episodes: episodes::EpisodeTableView,
     pub stacks: StackTraceMap<MapData>,
     /// tgid -> ns in finished D episodes.
     pub dstate_time: PerCpuHashMap<MapData, u32, u64>,
-    /// The alignment below which direct I/O calls are streamed (one entry).
-    pub dio_stream_align: Array<MapData, u64>,
     /// (tgid, filesystem) -> what its direct I/O calls took, cumulative.
     pub dio_calls: PerCpuHashMap<MapData, CallKey, CallTotals>,
-    /// Direct I/O calls in progress (a set-associative array; cleared by the feed when
-    /// measuring is switched off).
-    pub dio_calls_in_flight: Array<MapData, CallSlot>,
     /// tgid -> its pauses in balance_dirty_pages, cumulative.
     pub dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
-    /// The on/off switch of direct I/O call latency (one entry).
-    pub call_latency_on: Array<MapData, u32>,
-    /// Aggregation mode's switch and alignment (one entry; 0: streaming).
-    pub aggregate_align: Array<MapData, u64>,
     /// (tgid, disk) -> the requests summed instead of streamed, cumulative.
     pub proc_disks: PerCpuHashMap<MapData, ProcDiskKey, ProcDiskAggregate>,
-    /// The switch of the scheduler split (`SCHED_SPLIT_ON`).
-    pub sched_split_on: Array<MapData, u32>,
+    /// What user space writes into the kernel: the switches, the alignments, the calls in
+    /// flight and the D episodes in progress.
+    pub knobs: control::Knobs,
 }
 
 impl Probes {
@@ -416,45 +407,6 @@ impl Probes {
         })
     }
 
-    /// Attaches the deferred probes once the probes have seen an io_uring sync
-    /// (`URING_SYNC_SEEN`); cheap to call often (one map read until then, nothing after).
-    /// Returns whether it attached them now.
-    pub fn attach_for_io_uring_syncs(&mut self) -> Result<bool> {
-        if self.deferred.is_empty() {
-            return Ok(false);
-        }
-        let seen = self
-            .ebpf
-            .map(URING_SYNC_SEEN)
-            .and_then(|map| Array::<_, u32>::try_from(map).ok())
-            .and_then(|array| array.get(&0, 0).ok())
-            .unwrap_or(0);
-        if seen == 0 {
-            return Ok(false);
-        }
-        for step in std::mem::take(&mut self.deferred) {
-            let link: Box<dyn Send> = match step.attach {
-                Attach::Raw(name) => {
-                    let program = raw_program(&mut self.ebpf, step.program)?;
-                    let link = program.attach(name).with_context(|| {
-                        format!("attach {} to raw tracepoint {name}", step.program)
-                    })?;
-                    Box::new(program.take_link(link)?)
-                }
-                Attach::Classic(category, name) => {
-                    let program = classic_program(&mut self.ebpf, step.program)?;
-                    let link = program.attach(category, name).with_context(|| {
-                        format!("attach {} to tracepoint {category}:{name}", step.program)
-                    })?;
-                    Box::new(program.take_link(link)?)
-                }
-                Attach::Btf(name) => bail!("{} (tp_btf:{name}) is never deferred", step.program),
-            };
-            self.links.push(link);
-        }
-        Ok(true)
-    }
-
     /// The programs, for their run-time statistics.
     pub fn programs(&self) -> impl Iterator<Item = (&str, &aya::programs::Program)> {
         self.ebpf.programs()
@@ -473,27 +425,30 @@ impl Probes {
                 .context("map DISK_AGGREGATES")?,
             logical_writes: PerCpuHashMap::try_from(take(LOGICAL_WRITES)?)
                 .context("map LOGICAL_WRITES")?,
-            dstate_episodes: match take(DSTATE_EPISODES)? {
-                aya::maps::Map::Array(map) => episodes::EpisodeTableView::map(map)?,
-                _ => bail!("map DSTATE_EPISODES is not an array"),
-            },
             stacks: StackTraceMap::try_from(take(STACKS)?).context("map STACKS")?,
             dstate_time: PerCpuHashMap::try_from(take(DSTATE_TIME)?).context("map DSTATE_TIME")?,
-            dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)
-                .context("map DIO_STREAM_ALIGN")?,
             dio_calls: PerCpuHashMap::try_from(take(DIO_CALL_TOTALS)?)
                 .context("map DIO_CALL_TOTALS")?,
-            dio_calls_in_flight: Array::try_from(take(DIO_CALLS_IN_FLIGHT)?)
-                .context("map DIO_CALLS_IN_FLIGHT")?,
             dirty_pauses: PerCpuHashMap::try_from(take(DIRTY_PAUSES)?)
                 .context("map DIRTY_PAUSES")?,
-            call_latency_on: Array::try_from(take(CALL_LATENCY_ON)?)
-                .context("map CALL_LATENCY_ON")?,
-            sched_split_on: Array::try_from(take(SCHED_SPLIT_ON)?).context("map SCHED_SPLIT_ON")?,
-            aggregate_align: Array::try_from(take(AGGREGATE_ALIGN)?)
-                .context("map AGGREGATE_ALIGN")?,
             proc_disks: PerCpuHashMap::try_from(take(PROC_DISK_AGGREGATES)?)
                 .context("map PROC_DISK_AGGREGATES")?,
+            knobs: control::Knobs {
+                dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)
+                    .context("map DIO_STREAM_ALIGN")?,
+                sched_split_on: Array::try_from(take(SCHED_SPLIT_ON)?)
+                    .context("map SCHED_SPLIT_ON")?,
+                call_latency_on: Array::try_from(take(CALL_LATENCY_ON)?)
+                    .context("map CALL_LATENCY_ON")?,
+                aggregate_align: Array::try_from(take(AGGREGATE_ALIGN)?)
+                    .context("map AGGREGATE_ALIGN")?,
+                dio_calls_in_flight: Array::try_from(take(DIO_CALLS_IN_FLIGHT)?)
+                    .context("map DIO_CALLS_IN_FLIGHT")?,
+                dstate_episodes: match take(DSTATE_EPISODES)? {
+                    aya::maps::Map::Array(map) => episodes::EpisodeTableView::map(map)?,
+                    _ => bail!("map DSTATE_EPISODES is not an array"),
+                },
+            },
         })
     }
 }

@@ -2,7 +2,7 @@
 //! scripts, nothing fetched) from a recording, for a post-mortem or a ticket. `-o FILE.svg`
 //! writes one heat map alone, for slides.
 //!
-//! Another consumer of [`crate::model::Snapshot`]s: the `report` command (`offline.rs`) replays the recording
+//! Another consumer of [`crate::model::Snapshot`]s: the `report` command (`front/report_cmd.rs`) replays the recording
 //! through the same pipeline as `--replay --json` and folds each interval into a [`Timeline`];
 //! this draws it.
 
@@ -11,12 +11,11 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, Result, bail};
 
 use super::{
-    rfc3339,
     svg::{self, BarRow, Scale, TimeAxis, esc},
     timeline::{DiskCell, ProcTrack, Timeline},
 };
 use crate::{
-    cli::{HeatLatency, Report},
+    clock::rfc3339,
     model::findings::Evidence,
     model::{Log2Hist, findings::Severity},
     units,
@@ -502,38 +501,63 @@ fn proc_table(out: &mut String, title: &str, procs: &[&ProcTrack]) {
     out.push_str("</table>");
 }
 
-/// One heat map alone (`-o FILE.svg`): `--disk` or `--pid`, else the busiest disk.
-pub fn single_heat_map(info: &Meta, t: &Timeline, args: &Report) -> Result<String> {
+/// Which heat map [`single_heat_map`] draws (the `report` command checks the arguments
+/// that name it, so this draws and never parses).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeatMapSpec {
+    /// A disk (by name; `None`: the busiest) and which of its latencies.
+    Disk {
+        name: Option<String>,
+        latency: DiskLatency,
+    },
+    /// A process and whether its sync call latency (`None`: that when it synced, else its
+    /// request latency).
+    Process { pid: u32, sync: Option<bool> },
+}
+
+/// The latencies of a disk a heat map can show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskLatency {
+    Total,
+    Queue,
+    Device,
+}
+
+/// One heat map alone (`-o FILE.svg`). `source` names the recording in errors (a disk or a
+/// process it does not have).
+pub fn single_heat_map(
+    info: &Meta,
+    t: &Timeline,
+    spec: &HeatMapSpec,
+    source: &std::path::Path,
+) -> Result<String> {
     let axis = axis(info, t);
-    if let Some(pid) = args.pid {
-        let Some(p) = t.procs.get(&pid) else {
-            bail!(
-                "{}: pid {pid} did no I/O in this recording (or was not among the {} busiest)",
-                args.recording.display(),
-                t.procs.len()
-            );
-        };
-        let sync = match args.latency {
-            Some(HeatLatency::Sync) => true,
-            None => p.syncs > 0,
-            Some(HeatLatency::Total) => false,
-            Some(other) => {
-                bail!("--latency {other:?} is per disk; a process has total or sync latency",)
-            }
-        };
-        let what = if sync {
-            "sync call latency"
-        } else {
-            "request latency"
-        };
-        return Ok(svg::heat_map(
-            &format!("{}: pid {pid} {} {what}", info.host, p.comm),
-            &axis,
-            &proc_columns(t, p, sync),
-            true,
-        ));
-    }
-    let track = match &args.disk {
+    let (name, latency) = match spec {
+        HeatMapSpec::Process { pid, sync } => {
+            let pid = *pid;
+            let Some(p) = t.procs.get(&pid) else {
+                bail!(
+                    "{}: pid {pid} did no I/O in this recording (or was not among the {} busiest)",
+                    source.display(),
+                    t.procs.len()
+                );
+            };
+            let sync = sync.unwrap_or(p.syncs > 0);
+            let what = if sync {
+                "sync call latency"
+            } else {
+                "request latency"
+            };
+            return Ok(svg::heat_map(
+                &format!("{}: pid {pid} {} {what}", info.host, p.comm),
+                &axis,
+                &proc_columns(t, p, sync),
+                true,
+            ));
+        }
+        HeatMapSpec::Disk { name, latency } => (name, *latency),
+    };
+    let track = match name {
         Some(name) => t
             .disks
             .values()
@@ -542,7 +566,7 @@ pub fn single_heat_map(info: &Meta, t: &Timeline, args: &Report) -> Result<Strin
                 let names: Vec<&str> = t.disks.values().map(|d| d.name.as_str()).collect();
                 format!(
                     "{}: no disk {name} in this recording (it has {})",
-                    args.recording.display(),
+                    source.display(),
                     names.join(", ")
                 )
             })?,
@@ -550,15 +574,13 @@ pub fn single_heat_map(info: &Meta, t: &Timeline, args: &Report) -> Result<Strin
             .disks
             .values()
             .max_by_key(|d| d.cells.iter().map(|c| c.reads + c.writes).sum::<u64>())
-            .with_context(|| format!("{}: no disk in this recording", args.recording.display()))?,
+            .with_context(|| format!("{}: no disk in this recording", source.display()))?,
     };
-    let (pick, what): (fn(&DiskCell) -> Log2Hist, &str) =
-        match args.latency.unwrap_or(HeatLatency::Device) {
-            HeatLatency::Total => (|c| c.total, "total latency"),
-            HeatLatency::Queue => (|c| c.queue, "queue time"),
-            HeatLatency::Device => (|c| c.device, "device time"),
-            HeatLatency::Sync => bail!("--latency sync is per process: add --pid PID"),
-        };
+    let (pick, what): (fn(&DiskCell) -> Log2Hist, &str) = match latency {
+        DiskLatency::Total => (|c| c.total, "total latency"),
+        DiskLatency::Queue => (|c| c.queue, "queue time"),
+        DiskLatency::Device => (|c| c.device, "device time"),
+    };
     Ok(svg::heat_map(
         &format!("{}: {} {what}", info.host, track.name),
         &axis,
@@ -568,11 +590,11 @@ pub fn single_heat_map(info: &Meta, t: &Timeline, args: &Report) -> Result<Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::history::fixtures::snapshot_at;
 
-    fn timeline() -> (Meta, Timeline) {
+    pub(crate) fn timeline() -> (Meta, Timeline) {
         let info = Meta {
             host: "db<01>".into(),
             kernel: "6.18".into(),
@@ -613,32 +635,5 @@ mod tests {
         );
         assert!(!html.contains("https://"));
         assert!(html.len() < 2 << 20, "{} bytes", html.len());
-    }
-
-    #[test]
-    fn one_svg_heat_map_for_slides() {
-        let (info, t) = timeline();
-        let dir = std::env::temp_dir();
-        let args = |disk: Option<&str>, pid: Option<u32>, latency| Report {
-            recording: dir.join("unused"),
-            output: dir.join("x.svg"),
-            disk: disk.map(String::from),
-            pid,
-            latency,
-            top: 10,
-        };
-        let svg = single_heat_map(&info, &t, &args(Some("loop0"), None, None)).unwrap();
-        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
-        assert!(svg.contains("loop0 device time"));
-        let svg = single_heat_map(&info, &t, &args(None, Some(5689), None)).unwrap();
-        assert!(svg.contains("sync call latency"));
-        let err = single_heat_map(&info, &t, &args(Some("sdz"), None, None)).unwrap_err();
-        assert!(
-            format!("{err:#}").contains("no disk sdz in this recording (it has loop0, nvme0n1)"),
-            "{err:#}"
-        );
-        let err =
-            single_heat_map(&info, &t, &args(None, None, Some(HeatLatency::Sync))).unwrap_err();
-        assert!(format!("{err:#}").contains("add --pid"), "{err:#}");
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use iotop_bpf_common::hist::SLOTS;
 
-use crate::{model::Log2Hist, report::rfc3339, units};
+use crate::{clock, model::Log2Hist, units};
 
 pub const WIDTH: f64 = 1200.0;
 const LEFT: f64 = 84.0;
@@ -69,7 +69,7 @@ impl TimeAxis {
 
     /// `HH:MM:SS` (UTC) of an elapsed time.
     pub fn clock(&self, ns: u64) -> String {
-        rfc3339(self.started_unix_ms + ns / 1_000_000)[11..19].to_string()
+        clock::time_of_day(self.started_unix_ms + ns / 1_000_000)
     }
 
     /// Tick positions: a round step giving 6 to 12 ticks.

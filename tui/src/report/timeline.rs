@@ -46,12 +46,6 @@ impl Pcts {
     }
 }
 
-fn add_hist(into: &mut Log2Hist, from: &Log2Hist) {
-    for (a, b) in into.slots.iter_mut().zip(from.slots) {
-        *a += b;
-    }
-}
-
 /// A disk over one bucket.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DiskCell {
@@ -72,9 +66,9 @@ impl DiskCell {
         self.read_bytes += o.read_bytes;
         self.write_bytes += o.write_bytes;
         self.latency.merge(&o.latency);
-        add_hist(&mut self.total, &o.total);
-        add_hist(&mut self.queue, &o.queue);
-        add_hist(&mut self.device, &o.device);
+        self.total += &o.total;
+        self.queue += &o.queue;
+        self.device += &o.device;
     }
 }
 
@@ -97,8 +91,8 @@ impl ProcCell {
         self.syncs += o.syncs;
         self.sync_ns += o.sync_ns;
         self.dstate_ns += o.dstate_ns;
-        add_hist(&mut self.total, &o.total);
-        add_hist(&mut self.sync, &o.sync);
+        self.total += &o.total;
+        self.sync += &o.sync;
     }
 }
 
@@ -225,9 +219,9 @@ impl Timeline {
                 f.latency.p99_ns,
                 f.latency.p999_ns,
             );
-            add_hist(&mut cell.total, &f.total_hist);
-            add_hist(&mut cell.queue, &f.queue_hist);
-            add_hist(&mut cell.device, &f.device_hist);
+            cell.total += &f.total_hist;
+            cell.queue += &f.queue_hist;
+            cell.device += &f.device_hist;
         }
 
         for p in &snap.procs {

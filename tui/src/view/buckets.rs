@@ -82,9 +82,7 @@ pub fn plan(hists: &[&Log2Hist], rows: usize) -> Vec<Bucket> {
     let rows = rows.max(1);
     let mut merged = Log2Hist::default();
     for h in hists {
-        for (slot, n) in merged.slots.iter_mut().zip(h.slots) {
-            *slot += n;
-        }
+        merged += h;
     }
     let total = merged.total();
     let Some(top) = merged.slots.iter().rposition(|&n| n > 0) else {

@@ -17,11 +17,11 @@ use super::{
     text,
 };
 use crate::{
+    clock,
     model::{
         Snapshot,
         findings::{Evidence, FADE_NS},
     },
-    units,
 };
 
 /// The wall-clock time (UTC) of a moment of the run, given as `CLOCK_MONOTONIC` ns.
@@ -30,7 +30,7 @@ fn clock(snap: &Snapshot, ui: &UiState, at_ns: u64) -> String {
     let elapsed = snap.elapsed_ns.saturating_sub(before_end);
     format!(
         "{}Z",
-        units::time_of_day(ui.started_unix_ms + elapsed / 1_000_000)
+        clock::time_of_day(ui.started_unix_ms + elapsed / 1_000_000)
     )
 }
 

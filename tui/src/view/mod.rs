@@ -37,7 +37,7 @@ use ratatui::{
 };
 
 pub use self::{
-    state::{Focus, HeatKind, Link, OrderOf, RowKey, SortKey, Steady, UiState},
+    state::{Focus, HeatKind, Link, SortKey, UiState},
     theme::Theme,
 };
 use crate::{history::History, model::Snapshot};
@@ -228,10 +228,10 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
     }
 }
 
+// The render tests' helpers (`ui`, `draw_with`, `text`) are the crate's, so the tests that
+// drive the whole `App` (in `app`, above the view) draw the screen the same way.
 #[cfg(test)]
-mod recorded_tests;
-#[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod layout_tests {

@@ -13,6 +13,7 @@ use ratatui::{
 
 use super::{Link, Theme, UiState, text};
 use crate::{
+    clock,
     model::{HostFigures, Snapshot},
     units,
 };
@@ -268,7 +269,7 @@ fn byte_count(bytes: u64) -> String {
 /// `[PAUSED 12:03:04Z]`, and while stepping back `[PAUSED 12:03:04Z -42s]`: the wall-clock
 /// time (UTC) of the interval on screen, and how far behind the newest it is.
 fn paused_label(snap: &Snapshot, ui: &UiState) -> String {
-    let clock = units::time_of_day(ui.started_unix_ms + snap.elapsed_ns / 1_000_000);
+    let clock = clock::time_of_day(ui.started_unix_ms + snap.elapsed_ns / 1_000_000);
     if ui.back == 0 {
         format!("[PAUSED {clock}Z]")
     } else {

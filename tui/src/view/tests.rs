@@ -8,7 +8,7 @@ use crate::{
     model::{Dev, fixtures::demo_snapshot},
 };
 
-fn ui() -> UiState {
+pub(crate) fn ui() -> UiState {
     UiState {
         host: "db01".into(),
         kernel: "6.18.44".into(),
@@ -20,7 +20,7 @@ fn draw(width: u16, height: u16, snap: &Snapshot, ui: &UiState) -> Terminal<Test
     draw_with(width, height, snap, &History::default(), ui)
 }
 
-fn draw_with(
+pub(crate) fn draw_with(
     width: u16,
     height: u16,
     snap: &Snapshot,
@@ -34,7 +34,7 @@ fn draw_with(
     terminal
 }
 
-fn text(terminal: &Terminal<TestBackend>) -> String {
+pub(crate) fn text(terminal: &Terminal<TestBackend>) -> String {
     let buffer = terminal.backend().buffer();
     let mut out = String::new();
     for y in 0..buffer.area.height {
@@ -882,65 +882,4 @@ fn the_heat_map_rows_come_from_the_observed_range() {
             assert!(lit >= 4, "{rows:?}\n{screen}");
         }
     }
-}
-
-/// The screen row of `pid`'s line in the process table.
-fn row_of(screen: &str, pid: u32) -> Option<usize> {
-    screen.lines().position(|l| {
-        l.get(1..)
-            .is_some_and(|r| r.starts_with(&format!("{pid} ")))
-    })
-}
-
-#[test]
-fn near_equal_processes_keep_their_rows_and_a_clear_leader_moves_up_at_once() {
-    let mut app = crate::app::App::new(ui());
-    let mut snap = demo_snapshot();
-    let set = |snap: &mut Snapshot, pid: u32, mib: u64| {
-        let p = snap.procs.iter_mut().find(|p| p.tgid == pid).unwrap();
-        p.interval.read_bytes = mib << 20;
-        p.interval.write_bytes = 0;
-        p.interval.writeback_bytes = 0;
-        p.interval.wrote_back_bytes = 0;
-    };
-    // restic ahead, then the two take turns being 5% ahead of each other, second after
-    // second, as two similar writers do: the rows stay where they were.
-    set(&mut snap, 777, 100);
-    set(&mut snap, 4242, 96);
-    app.update(snap.clone());
-    let first = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
-    let (restic, postgres) = (row_of(&first, 777).unwrap(), row_of(&first, 4242).unwrap());
-    assert_eq!(postgres, restic + 1, "{first}");
-    for second in 0..6 {
-        let (a, b) = if second % 2 == 0 {
-            (96, 101)
-        } else {
-            (101, 96)
-        };
-        snap.seq += 1;
-        set(&mut snap, 777, a);
-        set(&mut snap, 4242, b);
-        app.update(snap.clone());
-        let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
-        assert_eq!(
-            (row_of(&screen, 777), row_of(&screen, 4242)),
-            (Some(restic), Some(postgres)),
-            "second {second}:\n{screen}"
-        );
-    }
-    // postgres doubles restic: it overtakes at once.
-    snap.seq += 1;
-    set(&mut snap, 777, 100);
-    set(&mut snap, 4242, 200);
-    app.update(snap.clone());
-    let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
-    assert_eq!(
-        (row_of(&screen, 4242), row_of(&screen, 777)),
-        (Some(restic), Some(postgres)),
-        "{screen}"
-    );
-    // Another sort starts in its own order at once.
-    app.ui.sort = SortKey::Pid;
-    let screen = text(&draw_with(80, 30, &app.shown, &app.history, &app.ui));
-    assert!(row_of(&screen, 777) < row_of(&screen, 4242), "{screen}");
 }

@@ -18,8 +18,6 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
-use crate::cli::Viewers;
-
 /// The directory of the default sockets when the tool runs as root.
 pub const RUN_DIR: &str = "/run/iotop-bpf";
 /// Under `$XDG_RUNTIME_DIR` (or systemd's `$RUNTIME_DIRECTORY` itself) otherwise.
@@ -69,19 +67,35 @@ impl Drop for SocketFile {
     }
 }
 
+/// Where to publish for viewers (`--viewers-*`; `cli::Viewers::endpoint` makes it, so the
+/// viewers do not depend on the command line).
+#[derive(Debug)]
+pub struct Options {
+    /// The Unix socket (None: the default one).
+    pub socket: Option<PathBuf>,
+    /// The group given the socket (a name or a gid).
+    pub group: Option<String>,
+    /// Also a TCP address, where viewers give the token.
+    pub listen: Option<SocketAddr>,
+    /// The TCP viewers' token (None: a random one).
+    pub token: Option<String>,
+    /// Publish nothing.
+    pub off: bool,
+}
+
 /// Binds what `opts` asks for. An explicit socket or address that cannot be bound is an
 /// error; the default socket only leaves a note.
-pub fn bind(opts: &Viewers) -> Result<Bound> {
+pub fn bind(opts: &Options) -> Result<Bound> {
     let mut bound = Bound {
         unix: None,
         tcp: None,
         note: None,
     };
-    if opts.no_viewers {
+    if opts.off {
         return Ok(bound);
     }
-    let group = opts.viewers_group.as_deref().map(group_id).transpose()?;
-    match &opts.viewers_socket {
+    let group = opts.group.as_deref().map(group_id).transpose()?;
+    match &opts.socket {
         Some(path) => bound.unix = Some(bind_unix(path, group)?),
         None => match default_socket() {
             Ok(path) => {
@@ -98,9 +112,9 @@ pub fn bind(opts: &Viewers) -> Result<Bound> {
             Err(why) => bound.note = Some(format!("not published for viewers: {why}")),
         },
     }
-    if let Some(addr) = opts.viewers_listen {
+    if let Some(addr) = opts.listen {
         let listener = bind_tcp(addr)?;
-        let token = match &opts.viewers_token {
+        let token = match &opts.token {
             Some(value) if value.trim().len() < 8 => {
                 bail!("--viewers-token: a token needs at least 8 characters")
             }

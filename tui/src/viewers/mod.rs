@@ -1,5 +1,5 @@
 //! Second viewers: the running tool (the live view, `serve`) publishes each closed interval
-//! on a local socket, and `iotop-bpf attach` ([`crate::attach`]) shows it from another
+//! on a local socket, and `iotop-bpf attach` ([`crate::front::attach`]) shows it from another
 //! terminal, with its own sort, selection, pause and step-back, and no privileges.
 //!
 //! - [`wire`]: the versioned frames both sides speak.

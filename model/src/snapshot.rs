@@ -1,0 +1,877 @@
+//! The model's output: plain, owned data describing one closed interval (and the totals since
+//! start), ready for the views, the batch report and the JSON writer.
+
+use super::{
+    CgroupInfo, Dev, DiskGeometry, IoLimits, NoStack,
+    hist::{Histogram, Latency, Log2Hist, SizeHist},
+    throttle::{CallHist, DirtyState},
+};
+
+/// Event accounting for the interval, and since start, and what the tool costs.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct EventStats {
+    /// Records received from the ring buffer in this interval.
+    pub received: u64,
+    /// Records the kernel could not put in the ring buffer (it was full) in this interval.
+    pub dropped: u64,
+    /// Records that could not be decoded (short, unknown kind) in this interval.
+    pub bad: u64,
+    pub received_total: u64,
+    pub dropped_total: u64,
+    pub bad_total: u64,
+    /// Completions of requests never seen created or issued (since start).
+    pub unpaired_total: u64,
+    /// Records the probes produced in this interval (put in the ring, or dropped).
+    pub produced: u64,
+    /// BPF time per completed block request, all probes together, ns; `None` before the
+    /// kernel kept statistics for a whole interval.
+    pub bpf_ns_per_io: Option<u64>,
+    /// BPF time of all probes, percent of one CPU, in the last interval measured.
+    pub bpf_cpu_pct: Option<f64>,
+    /// It was measured in an earlier interval (the statistics are sampled, not always on).
+    pub bpf_sampled: bool,
+    /// CPU used by iotop-bpf itself, percent of one core; `None` when not measured
+    /// (recordings made before it was recorded).
+    pub cpu_pct: Option<f64>,
+    /// Direct I/O call latency is being measured (on demand; see `model::throttle`).
+    pub call_latency_on: bool,
+    /// The probes sum plain requests per (process, disk) instead of streaming them
+    /// (aggregation mode, past a measured rate).
+    pub aggregating: bool,
+    /// Requests summed in this interval, and those of them streamed as the counted sample.
+    pub aggregated: u64,
+    pub sampled: u64,
+}
+
+/// A disk's figures over some period (the interval, or since start).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct DiskFigures {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub others: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub discard_bytes: u64,
+    pub errors: u64,
+    /// Mean latency of reads and writes, ns (iostat's r_await, w_await).
+    pub read_await_ns: u64,
+    pub write_await_ns: u64,
+    /// Time cache flushes took, summed (created -> completed), ns.
+    pub flush_time_ns: u64,
+    /// Average number of requests in flight (iostat's aqu-sz).
+    pub queue_size: f64,
+    /// Percentage of time the disk had a request in flight (iostat's %util).
+    pub util_pct: f64,
+    /// Requests merged into others before issue (iostat's rrqm, wrqm; /proc/diskstats).
+    pub read_merges: u64,
+    pub write_merges: u64,
+    /// Requests that went through an I/O scheduler, and their queue time split as btt
+    /// does: created -> inserted (G2I: plugged) and inserted -> issued (I2D: in the
+    /// scheduler). Exact kernel counts and sums (btt's averages); zero without a scheduler.
+    pub inserted: u64,
+    pub g2i_sum_ns: u64,
+    pub i2d_sum_ns: u64,
+    /// Total, queue and device latency from the kernel's log2 histograms (exact counts).
+    pub total_hist: Log2Hist,
+    pub queue_hist: Log2Hist,
+    pub device_hist: Log2Hist,
+    /// Exact sums of total, queue and device time over the requests the histograms count,
+    /// ns (kept in the kernel, so with the histograms' counts they give exact means).
+    pub latency_sum_ns: u64,
+    pub queue_sum_ns: u64,
+    pub device_sum_ns: u64,
+    /// Sizes of read and write requests, from the per-request records (a sample if records
+    /// dropped).
+    pub read_size_hist: SizeHist,
+    pub write_size_hist: SizeHist,
+    /// Percentiles from the per-request records (fine-grained; a sample if records dropped).
+    pub latency: Latency,
+    pub queue: Latency,
+    pub device: Latency,
+}
+
+impl DiskFigures {
+    pub fn requests(&self) -> u64 {
+        self.reads + self.writes + self.flushes + self.discards + self.others
+    }
+
+    /// Mean time plugged before the scheduler (btt's G2I) and in it (I2D), ns, over the
+    /// requests that went through a scheduler; `None` when none did.
+    pub fn scheduler_split_ns(&self) -> Option<(u64, u64)> {
+        let n = self.inserted;
+        (n > 0).then(|| (self.g2i_sum_ns / n, self.i2d_sum_ns / n))
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+pub struct DiskRow {
+    pub dev: Dev,
+    /// `loop0`, `nvme0n1`, or `major:minor` when the name is unknown.
+    pub name: String,
+    /// Its block sizes (zeros when unknown).
+    pub geometry: DiskGeometry,
+    /// Its I/O scheduler (`mq-deadline`, `bfq`, ...); `None` for `none` or unknown. Only
+    /// then do its figures split queue time at the insert (G2I / I2D).
+    pub scheduler: Option<String>,
+    pub interval: DiskFigures,
+    pub total: DiskFigures,
+}
+
+/// A process's I/O over some period.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ProcFigures {
+    pub reads: u64,
+    /// Writes that carried data.
+    pub writes: u64,
+    /// Flushes, discards and other requests.
+    pub others: u64,
+    /// Cache flushes (of `others`): flush requests and writes without data.
+    pub flushes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub latency: Latency,
+    pub queue: Latency,
+    pub device: Latency,
+    pub queue_hist: Log2Hist,
+    pub device_hist: Log2Hist,
+    pub total_hist: Log2Hist,
+    /// Bytes it asked to write in write syscalls to regular files and block devices (not
+    /// pipes, sockets or terminals: their bytes never reach a disk).
+    pub logical_write_bytes: u64,
+    /// Write requests with the FUA flag (made durable by the device on their own) to disks
+    /// that honour it.
+    pub fua_writes: u64,
+    pub sync: SyncFigures,
+    /// Time its threads spent in D state (uninterruptible sleep), summed over threads.
+    pub dstate_ns: u64,
+    /// Request sizes, byte-exact: (bytes, count), ascending.
+    pub write_sizes: Vec<(u32, u64)>,
+    pub read_sizes: Vec<(u32, u64)>,
+    /// Requests that began where its previous request to the same disk ended.
+    pub sequential: u64,
+    /// Its direct I/O calls that are not aligned to the largest block size in use.
+    pub dio: DioFigures,
+    /// Bytes flushers wrote back for it (pages it dirtied), and by whom.
+    pub writeback_bytes: u64,
+    pub written_back_by: Vec<Party>,
+    /// As a flusher: bytes of write-back it wrote for processes the probes could name (its
+    /// own write requests, also counted in `write_bytes`), and for whom.
+    pub wrote_back_bytes: u64,
+    pub wrote_back_for: Vec<Party>,
+    /// Its direct I/O calls and dirty-throttling pauses: the waits its requests do not show.
+    pub waits: Waits,
+}
+
+impl ProcFigures {
+    /// Write bytes charged to it: those of its own requests, less the write-back it wrote for
+    /// others, plus the write-back others wrote for it. Over all processes these add up to
+    /// the disks' write bytes, each byte counted once, on the process that caused it.
+    pub fn write_bytes_caused(&self) -> u64 {
+        self.write_bytes
+            .saturating_sub(self.wrote_back_bytes)
+            .saturating_add(self.writeback_bytes)
+    }
+
+    /// Read bytes and the write bytes it caused: what ranks it in the process table.
+    pub fn bytes_caused(&self) -> u64 {
+        self.read_bytes + self.write_bytes_caused()
+    }
+}
+
+/// Percentiles of direct I/O call latency (from the kernel's quarter-octave histogram:
+/// within ~12% of the true value).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallLatency {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+}
+
+impl CallLatency {
+    pub fn of(hist: &CallHist) -> Self {
+        Self {
+            count: hist.calls,
+            mean_ns: hist.mean_ns(),
+            p50_ns: hist.quantile(0.50),
+            p99_ns: hist.quantile(0.99),
+            p999_ns: hist.quantile(0.999),
+        }
+    }
+}
+
+/// A process's direct I/O calls on one disk over a period.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallDisk {
+    pub disk: Dev,
+    pub latency: CallLatency,
+    /// Time spent in the calls, summed (exact).
+    pub time_ns: u64,
+    /// The request latency the calls are compared with: the p99 of the process's own requests
+    /// in the interval (`own_requests`), or of the disk's when it created too few (0 when
+    /// neither is known).
+    pub request_p99_ns: u64,
+    pub own_requests: bool,
+    /// Call time beyond that reference, summed over calls (see `model::throttle`).
+    pub prequeue_ns: u64,
+}
+
+/// A process's direct I/O calls (`iomap_dio_rw_begin` to `iomap_dio_complete`: synchronous,
+/// libaio and io_uring direct I/O on iomap filesystems such as ext4 and XFS; raw block
+/// devices do not go through iomap) over a period.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallFigures {
+    pub latency: CallLatency,
+    pub time_ns: u64,
+    /// Call time not spent in a request (the wait before the request: blk-throttle, iocost,
+    /// a full request queue), summed over its disks.
+    pub prequeue_ns: u64,
+    /// Per disk (the disks of the calls' filesystems), most calls first.
+    pub disks: Vec<CallDisk>,
+}
+
+impl CallFigures {
+    /// The share of call time spent outside requests (0 without calls).
+    pub fn prequeue_share(&self) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+        let share = self.prequeue_ns as f64 / self.time_ns.max(1) as f64;
+        share.min(1.0)
+    }
+}
+
+/// What a process waited for outside its requests over a period.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitFigures {
+    /// Every direct I/O call's latency (begin to completion) and the time it spent outside
+    /// any request: the wait before the request.
+    pub calls: CallFigures,
+    /// The pauses dirty throttling imposed on its buffered writers.
+    pub dirty: DirtyFigures,
+}
+
+/// [`WaitFigures`], boxed only for a process that made direct I/O calls or was paused: most
+/// rows have neither, and every row is kept many times over in the live view's history.
+/// Reads as a `WaitFigures` (empty without calls or pauses).
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waits(Option<Box<WaitFigures>>);
+
+static NO_WAITS: WaitFigures = WaitFigures {
+    calls: NO_CALLS,
+    dirty: DirtyFigures {
+        pauses: 0,
+        pause_ns: 0,
+    },
+};
+
+const NO_CALLS: CallFigures = CallFigures {
+    latency: CallLatency {
+        count: 0,
+        mean_ns: 0,
+        p50_ns: 0,
+        p99_ns: 0,
+        p999_ns: 0,
+    },
+    time_ns: 0,
+    prequeue_ns: 0,
+    disks: Vec::new(),
+};
+
+impl Waits {
+    pub fn new(calls: CallFigures, dirty: DirtyFigures) -> Self {
+        let any = calls.latency.count > 0 || !calls.disks.is_empty() || dirty.pauses > 0;
+        Self(any.then(|| Box::new(WaitFigures { calls, dirty })))
+    }
+
+    /// Heap bytes it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |w| {
+            size_of::<WaitFigures>() + w.calls.disks.len() * size_of::<CallDisk>()
+        })
+    }
+}
+
+impl std::ops::Deref for Waits {
+    type Target = WaitFigures;
+
+    fn deref(&self) -> &WaitFigures {
+        self.0.as_deref().unwrap_or(&NO_WAITS)
+    }
+}
+
+/// Pauses `balance_dirty_pages()` imposed on a process's writers over a period.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirtyFigures {
+    pub pauses: u64,
+    /// Summed over its threads.
+    pub pause_ns: u64,
+}
+
+/// Direct I/O calls the probes streamed (those not aligned to the largest filesystem or
+/// physical block size in use), and the zeroing they make the kernel do.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct DioFigures {
+    pub calls: u64,
+    /// Bytes those calls asked for.
+    pub data_bytes: u64,
+    /// Calls whose tail (head) the kernel must zero, and the bytes it zeroes.
+    pub tail_writes: u64,
+    pub tail_bytes: u64,
+    pub head_writes: u64,
+    pub head_bytes: u64,
+    /// Predicted tail pads: (bytes, calls), ascending.
+    pub pads: Vec<(u64, u64)>,
+    /// Write requests exactly the size of a predicted pad that end on a filesystem block
+    /// boundary: the zeroing write seen alone.
+    pub pad_requests: u64,
+    /// Write requests that start inside a filesystem block and end on its boundary: the
+    /// zeroing write merged into its data write by the block layer.
+    pub block_finishing_requests: u64,
+    /// Calls not aligned to the device's physical block size.
+    pub unaligned_calls: u64,
+    /// Unaligned writes inside the file, where zeroing happens only if their blocks are
+    /// unwritten extents (preallocated): the write requests that showed it (the zero write
+    /// alone or merged with the data), the bytes zeroed, and one such write (offset, size).
+    pub inside_calls: u64,
+    pub inside_zeroing_requests: u64,
+    pub inside_zeroed_bytes: u64,
+    pub inside_example: Option<(u64, u64)>,
+    pub physical_block_size: u32,
+    pub fs_block_size: u32,
+    pub disk: Option<Dev>,
+    /// The file of the most recent call: its path when known, else `inode N`.
+    pub file: Option<String>,
+    /// (pos, count, tail pad) of the first zeroing write.
+    pub example: Option<(u64, u64, u64)>,
+}
+
+/// Another process in a charge: who wrote for whom, and how much.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Party {
+    pub tgid: u32,
+    pub comm: String,
+    pub bytes: u64,
+}
+
+/// Settled sync calls of one population (see [`SyncFigures`]): how many, what they made
+/// durable, and what the device wrote for them.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncPopulation {
+    pub calls: u64,
+    pub payload_bytes: u64,
+    /// The write system calls that made up the payload.
+    pub payload_writes: u64,
+    /// Cache flushes the calls issued, or a kernel thread issued for them.
+    pub flushes: u64,
+    /// Device writes the calls' threads made themselves, including `ahead_bytes`.
+    pub own_bytes: u64,
+    /// Of `own_bytes`, those the process's `sync_file_range` calls wrote out of the same
+    /// files before the calls (dpkg, git's batch mode): the data the calls made durable.
+    pub ahead_bytes: u64,
+    pub charged_bytes: u64,
+    pub min_payload: u64,
+    pub max_payload: u64,
+    /// Block size of the filesystem synced (the last known).
+    pub fs_block_size: u32,
+}
+
+impl SyncPopulation {
+    /// Device bytes per payload byte over the population; `None` without payload.
+    pub fn amplification(&self) -> Option<f64> {
+        #[expect(clippy::cast_precision_loss, reason = "a display ratio")]
+        let ratio = (self.own_bytes + self.charged_bytes) as f64 / self.payload_bytes as f64;
+        (self.payload_bytes > 0).then_some(ratio)
+    }
+
+    pub fn mean_payload(&self) -> u64 {
+        self.payload_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+
+    /// The mean write system call of the payload (0 without one).
+    pub fn mean_write(&self) -> u64 {
+        self.payload_bytes
+            .checked_div(self.payload_writes)
+            .unwrap_or(0)
+    }
+
+    pub fn mean_own(&self) -> u64 {
+        self.own_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+
+    pub fn mean_charged(&self) -> u64 {
+        self.charged_bytes.checked_div(self.calls).unwrap_or(0)
+    }
+}
+
+/// The files some sync calls synced, bounded: the most synced, how many calls went to
+/// others, and the latest.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncedFiles {
+    /// (path, calls), most synced first.
+    pub top: Vec<(String, u64)>,
+    /// Calls on files beyond `top` (0: those are all of them).
+    pub elsewhere: u64,
+    /// The files of the latest calls, two at most, distinct, newest first.
+    pub recent: Vec<String>,
+}
+
+/// A process's sync calls over some period.
+///
+/// Each call's cost is settled on its own (its payload, its own device writes, the journal
+/// writes charged to it) and the calls are split into two populations: **small** calls made
+/// less than one filesystem block durable (each still writes at least a whole block), the
+/// others are **large**. Cost figures count settled calls, which lag the calls by up to
+/// [`crate::SETTLE_NS`].
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct SyncFigures {
+    /// Calls that made data durable.
+    pub syncs: u64,
+    /// `sync_file_range` calls that only started write-back (no wait flag): not syncs.
+    pub writeback_starts: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    pub latency: Latency,
+    pub hist: Log2Hist,
+    /// Time spent in the period's calls, summed over threads (the latency histogram's sum).
+    pub time_ns: u64,
+    /// Of the calls settled in the period: time spent in them (summed over threads), their
+    /// payloads, and the stretch from the first's start to the last's end (the time the
+    /// process spent syncing).
+    pub settled_time_ns: u64,
+    pub settled_payload: Histogram,
+    pub settled_span_ns: u64,
+    /// Bytes (and write calls) written to the synced fds since their previous syncs.
+    pub window_bytes: u64,
+    pub window_writes: u64,
+    /// The most frequent kind of call (`fsync`, `fdatasync`, `O_DSYNC write`, ...): of the
+    /// period's calls, else of those settled in it.
+    #[serde(deserialize_with = "super::labels::one")]
+    pub kind: super::labels::Label,
+    /// Calls per kind, in the kinds' order.
+    #[serde(deserialize_with = "super::labels::pairs")]
+    pub kinds: Vec<(super::labels::Label, u64)>,
+    /// The most synced files: (path, calls), most first.
+    pub files: Vec<(String, u64)>,
+    /// Calls on files beyond `files` (0: those are all of them).
+    pub files_elsewhere: u64,
+    /// The files of the latest calls, two at most, distinct, newest first.
+    pub files_recent: Vec<String>,
+    /// The files of the calls settled in the period (judged ones: not `sync_file_range`):
+    /// what a finding judged on settled calls names.
+    pub settled_files: SyncedFiles,
+    /// The files of the small settled calls, most first.
+    pub small_files: Vec<(String, u64)>,
+    /// Small settled calls on files beyond `small_files` (0: those are all of them).
+    pub small_files_elsewhere: u64,
+    /// The files of the latest small settled calls, two at most, distinct, newest first.
+    pub small_files_recent: Vec<String>,
+    /// The disk of the most synced files.
+    pub disk: Option<Dev>,
+    /// Block size of the synced files' filesystem (0 when unknown).
+    pub fs_block_size: u32,
+    pub small: SyncPopulation,
+    pub large: SyncPopulation,
+    /// Settled calls whose payload is not measured (io_uring): what they wrote themselves
+    /// and what was charged to them (their payload figures are 0).
+    pub unmeasured: SyncPopulation,
+    /// Settled fsyncs of directories: the new files' names made durable.
+    pub dirs: SyncPopulation,
+    /// Settled calls with nothing to make durable.
+    pub empty: u64,
+    /// Cache flushes the empty calls cost anyway (a clean file's fsync still flushes).
+    pub empty_flushes: u64,
+    /// The files of the empty calls, most first.
+    pub empty_files: Vec<(String, u64)>,
+    /// Bytes of write requests the process created while inside its sync calls.
+    pub in_sync_write_bytes: u64,
+    /// Bytes kernel threads (journal, write-back) wrote while its sync calls waited.
+    pub charged_write_bytes: u64,
+    /// Who wrote those bytes.
+    pub charged_from: Vec<Party>,
+    /// For a kernel thread: whom it wrote for.
+    pub on_behalf_of: Vec<Party>,
+}
+
+impl SyncFigures {
+    /// The population with more calls (small on a tie): the process's typical sync.
+    pub fn typical(&self) -> &SyncPopulation {
+        if self.large.calls > self.small.calls {
+            &self.large
+        } else {
+            &self.small
+        }
+    }
+
+    /// Whether its typical kind of sync is a write that made itself durable (`O_DSYNC write`).
+    pub fn kind_is_write(&self) -> bool {
+        super::SyncKind::ALL
+            .iter()
+            .any(|k| k.is_write() && k.name() == self.kind)
+    }
+
+    /// Write amplification of the process's sync calls: device bytes per byte made durable
+    /// (own writes plus charged journal writes, over payload) of its **typical** sync call,
+    /// with its share of the directory fsyncs that made the files' names durable (a maildir
+    /// delivery is the message's fsync and its directory's: on btrfs the second costs as
+    /// much as the first). The `AMP` column, the JSON `write_amplification` and the
+    /// `write_amplification` finding all use this one definition. `None` before any call
+    /// with a payload was settled.
+    #[expect(clippy::cast_precision_loss, reason = "a display ratio")]
+    pub fn amplification(&self) -> Option<f64> {
+        let typical = self.typical();
+        let files = self.small.calls + self.large.calls;
+        if typical.payload_bytes == 0 || files == 0 {
+            return None;
+        }
+        let dirs = (self.dirs.own_bytes + self.dirs.charged_bytes) as f64 * typical.calls as f64
+            / files as f64;
+        Some(
+            ((typical.own_bytes + typical.charged_bytes) as f64 + dirs)
+                / typical.payload_bytes as f64,
+        )
+    }
+}
+
+impl ProcFigures {
+    /// It made direct I/O calls or was paused by dirty throttling (it may have no request of
+    /// its own: its bios released by blk-throttle from a kworker, its pages written back by
+    /// the flusher).
+    pub fn waited(&self) -> bool {
+        self.waits.calls.latency.count > 0 || self.waits.dirty.pauses > 0
+    }
+
+    pub fn ios(&self) -> u64 {
+        self.reads + self.writes + self.others
+    }
+
+    /// What makes a process worth a row in the live view: requests, write-back it caused, sync
+    /// calls, time in D, or waits before its requests.
+    pub fn active(&self) -> bool {
+        self.ios() > 0
+            || self.writeback_bytes > 0
+            || self.sync.syncs > 0
+            || self.dstate_ns > 0
+            || self.waited()
+    }
+
+    /// Adds another process's figures to these (a group of processes: a cgroup, kernel
+    /// workers of one kind). Counts, bytes, histograms and time sum; maxima take the larger;
+    /// the percentiles are left as they were: [`ProcFigures::sum`] reads them from the summed
+    /// histograms. What is per process and does not sum (request sizes, files, parties,
+    /// settled populations) stays empty.
+    pub fn add(&mut self, f: &Self) {
+        self.reads += f.reads;
+        self.writes += f.writes;
+        self.others += f.others;
+        self.flushes += f.flushes;
+        self.read_bytes += f.read_bytes;
+        self.write_bytes += f.write_bytes;
+        self.writeback_bytes += f.writeback_bytes;
+        self.wrote_back_bytes += f.wrote_back_bytes;
+        self.logical_write_bytes += f.logical_write_bytes;
+        self.fua_writes += f.fua_writes;
+        self.dstate_ns += f.dstate_ns;
+        self.sequential += f.sequential;
+        self.sync.syncs += f.sync.syncs;
+        self.sync.time_ns += f.sync.time_ns;
+        self.latency.max_ns = self.latency.max_ns.max(f.latency.max_ns);
+        self.queue.max_ns = self.queue.max_ns.max(f.queue.max_ns);
+        self.device.max_ns = self.device.max_ns.max(f.device.max_ns);
+        self.sync.latency.max_ns = self.sync.latency.max_ns.max(f.sync.latency.max_ns);
+        self.total_hist += &f.total_hist;
+        self.queue_hist += &f.queue_hist;
+        self.device_hist += &f.device_hist;
+        self.sync.hist += &f.sync.hist;
+        // The wait before the request: pauses and call time sum; the group's call
+        // percentiles are its worst member's (members' percentiles do not merge).
+        if f.waited() {
+            let mut calls = self.waits.calls.clone();
+            let mut dirty = self.waits.dirty;
+            dirty.pauses += f.waits.dirty.pauses;
+            dirty.pause_ns += f.waits.dirty.pause_ns;
+            calls.time_ns += f.waits.calls.time_ns;
+            calls.prequeue_ns += f.waits.calls.prequeue_ns;
+            let (group, member) = (&mut calls.latency, &f.waits.calls.latency);
+            let count = group.count + member.count;
+            if count > 0 {
+                group.mean_ns = u64::try_from(
+                    (u128::from(group.mean_ns) * u128::from(group.count)
+                        + u128::from(member.mean_ns) * u128::from(member.count))
+                        / u128::from(count),
+                )
+                .unwrap_or(u64::MAX);
+            }
+            group.count = count;
+            group.p50_ns = group.p50_ns.max(member.p50_ns);
+            group.p99_ns = group.p99_ns.max(member.p99_ns);
+            group.p999_ns = group.p999_ns.max(member.p999_ns);
+            self.waits = Waits::new(calls, dirty);
+        }
+    }
+
+    /// The figures of a group of processes: [`ProcFigures::add`] over the members, then the
+    /// percentiles read from the summed log2 histograms (the upper bound of a slot: coarser
+    /// than a process's own).
+    pub fn sum<'a>(members: impl IntoIterator<Item = &'a Self>) -> Self {
+        let mut sum = Self::default();
+        for f in members {
+            sum.add(f);
+        }
+        sum.latency = sum.total_hist.latency(sum.latency.max_ns);
+        sum.queue = sum.queue_hist.latency(sum.queue.max_ns);
+        sum.device = sum.device_hist.latency(sum.device.max_ns);
+        sum.sync.latency = sum.sync.hist.latency(sum.sync.latency.max_ns);
+        sum
+    }
+
+    /// Nothing happened: no request, write, call (settled or not), charge, pause or time in D.
+    pub fn is_quiet(&self) -> bool {
+        let s = &self.sync;
+        self.ios() == 0
+            && self.logical_write_bytes == 0
+            && self.dstate_ns == 0
+            && self.writeback_bytes == 0
+            && self.wrote_back_bytes == 0
+            && !self.waited()
+            && s.syncs == 0
+            && s.writeback_starts == 0
+            && s.small.calls + s.large.calls + s.unmeasured.calls + s.dirs.calls + s.empty == 0
+            && s.in_sync_write_bytes == 0
+            && s.charged_write_bytes == 0
+    }
+    pub fn bytes(&self) -> u64 {
+        self.read_bytes + self.write_bytes
+    }
+}
+
+/// A process's I/O to one disk.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcDeviceRow {
+    pub dev: Dev,
+    pub name: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub others: u64,
+    /// Cache flushes (of `others`).
+    pub flushes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Write requests with the FUA flag.
+    pub fua_writes: u64,
+    /// The disk honours FUA itself (`queue/fua`).
+    pub fua_supported: bool,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+pub struct ProcRow {
+    /// The process (thread-group) id.
+    pub tgid: u32,
+    /// The comm of the thread that most recently submitted I/O.
+    pub comm: String,
+    /// A kernel thread (jbd2, a kworker): it works for others.
+    pub kernel_thread: bool,
+    /// It exited. It has rows after this one only where calls of its settle (their costs).
+    pub exited: bool,
+    /// The cgroup of its requests (None: not known: no request carried one).
+    pub cgroup: Option<CgroupInfo>,
+    pub interval: ProcFigures,
+    /// Its figures since it was first seen, when that was before this interval; `None` when
+    /// they are the interval's ([`ProcRow::total`] reads either). Most short-lived processes
+    /// live within one interval: at thousands of them a second, a copy of the same figures in
+    /// every row would be the largest part of the snapshot.
+    pub since_start: Option<Box<ProcFigures>>,
+    /// Per disk, for the interval; empty rows are left out.
+    pub devices: Vec<ProcDeviceRow>,
+    /// Its most recent sync calls, newest first.
+    pub recent_syncs: Vec<SyncCallRow>,
+    /// Its cgroup and the I/O limits on its way, when looked up (it had direct I/O calls or
+    /// dirty pauses).
+    pub io_limits: Option<Box<IoLimits>>,
+    /// The write-back state at its last dirty-throttling pause.
+    pub dirty_state: Option<Box<DirtyState>>,
+}
+
+impl ProcRow {
+    /// Its figures since it was first seen.
+    pub fn total(&self) -> &ProcFigures {
+        self.since_start.as_deref().unwrap_or(&self.interval)
+    }
+}
+
+/// One sync call, for the drill-down.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct SyncCallRow {
+    pub kind: super::SyncKind,
+    pub fd: Option<i32>,
+    pub file: String,
+    pub latency_ns: u64,
+    pub ret: i64,
+    pub end_ns: u64,
+    /// Not measured for io_uring syncs (`kind.payload_measured()`).
+    pub window_bytes: u64,
+    /// Once settled: (own device bytes, charged bytes).
+    pub cost: Option<(u64, u64)>,
+}
+
+/// One closed interval.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Intervals closed so far (1 for the first).
+    pub seq: u64,
+    /// `CLOCK_MONOTONIC` at the end of the interval.
+    pub now_ns: u64,
+    pub interval_ns: u64,
+    pub elapsed_ns: u64,
+    pub events: EventStats,
+    /// Sorted by name.
+    pub disks: Vec<DiskRow>,
+    /// Every process seen (recently), sorted by pid; views sort and filter.
+    pub procs: Vec<ProcRow>,
+    /// Active findings first (worst, newest), then fading ones.
+    pub findings: Vec<super::finding::Finding>,
+    /// Threads in D state now, longest blocked first.
+    pub dstate: Vec<DStateTask>,
+    /// The longest D episodes that ended in the last five minutes.
+    pub dstate_recent: Vec<DStateEpisodeRow>,
+    /// How many of the interval's finished episodes (those streamed) have a wait site.
+    pub dstate_sites: SiteCounts,
+    /// Host-wide load, run queue, iowait, I/O pressure and dirty memory at the interval's end.
+    pub host: HostFigures,
+}
+
+/// The host's figures for the header, the first of the 60-second analysis: each is `None`
+/// when its source is missing (a kernel without PSI, a recording made before they were
+/// sampled), so the views show nothing rather than zeros.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostFigures {
+    /// Load averages over 1, 5 and 15 minutes (`/proc/loadavg`).
+    pub load1: Option<f64>,
+    pub load5: Option<f64>,
+    pub load15: Option<f64>,
+    /// Runnable tasks, and tasks waiting for I/O, at the interval's end (`/proc/stat`).
+    pub procs_running: Option<u32>,
+    pub procs_blocked: Option<u32>,
+    /// Share of all CPUs' time in the interval spent idle with I/O outstanding, percent.
+    pub iowait_pct: Option<f64>,
+    /// Share of the last 10 s in which some (all) non-idle tasks were stalled on I/O, percent.
+    pub psi_io_some_avg10: Option<f64>,
+    pub psi_io_full_avg10: Option<f64>,
+    /// Page cache waiting to be written, and being written (`/proc/meminfo`).
+    pub dirty_bytes: Option<u64>,
+    pub writeback_bytes: Option<u64>,
+}
+
+impl HostFigures {
+    /// Nothing is known (a replay of an old recording).
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Finished D episodes by whether their wait site is known, and if not, why.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteCounts {
+    pub episodes: u64,
+    pub resolved: u64,
+    pub not_sampled: u64,
+    pub symbols_hidden: u64,
+    pub lost: u64,
+}
+
+impl SiteCounts {
+    pub fn add(&mut self, stack: &[String], no_stack: Option<NoStack>) {
+        self.episodes += 1;
+        match (stack.is_empty(), no_stack) {
+            (false, _) => self.resolved += 1,
+            (true, Some(NoStack::SymbolsHidden)) => self.symbols_hidden += 1,
+            (true, Some(NoStack::Lost)) => self.lost += 1,
+            (true, Some(NoStack::NotSampled) | None) => self.not_sampled += 1,
+        }
+    }
+}
+
+/// A thread in D state now.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct DStateTask {
+    pub tid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    /// How long it has been blocked; `None` when it was already in D when iotop-bpf started.
+    pub blocked_ns: Option<u64>,
+    /// Where: symbolized kernel frames, innermost first.
+    pub stack: Vec<String>,
+    /// Why `stack` is empty.
+    pub no_stack: Option<NoStack>,
+    /// Its finished episodes (over the streaming threshold) and their total, since start.
+    pub episodes: u64,
+    pub total_ns: u64,
+}
+
+/// A finished D episode.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct DStateEpisodeRow {
+    pub tid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    pub duration_ns: u64,
+    pub ended_ns: u64,
+    pub stack: Vec<String>,
+    pub no_stack: Option<NoStack>,
+}
+
+/// Generic sleeping primitives: true of every wait, so they do not say where a task waits.
+const GENERIC_WAITS: &[&str] = &[
+    "schedule_timeout",
+    "schedule_hrtimeout_range",
+    "schedule_hrtimeout_range_clock",
+    "schedule_preempt_disabled",
+    "__wait_for_common",
+    "wait_for_common",
+    "wait_for_common_io",
+    "wait_for_completion",
+    "wait_for_completion_io",
+    "wait_for_completion_killable",
+    "wait_for_completion_state",
+    "io_schedule_timeout",
+];
+
+/// `a <- b <- c`: the first frames that say where a task waits (generic sleeping primitives
+/// skipped; `io_schedule` kept, it says the task waits for I/O). Without frames, why not:
+/// `? not sampled`.
+pub fn wait_site(stack: &[String], no_stack: Option<NoStack>, frames: usize) -> String {
+    let telling: Vec<&str> = stack
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !GENERIC_WAITS.contains(f))
+        .take(frames)
+        .collect();
+    match (telling.is_empty(), no_stack) {
+        (false, _) => telling.join(" <- "),
+        (true, Some(why)) => format!("? {}", why.words()),
+        // A recording made before the reasons were kept.
+        (true, None) if stack.is_empty() => "?".to_string(),
+        // Only generic sleeping frames: the wait is real but says nothing more.
+        (true, None) => stack.first().cloned().unwrap_or_default(),
+    }
+}
+
+impl Snapshot {
+    pub fn interval_secs(&self) -> f64 {
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "an interval is far below 2^52 ns"
+        )]
+        let ns = self.interval_ns as f64;
+        ns / 1e9
+    }
+
+    /// `count` per second over the interval.
+    pub fn rate(&self, count: u64) -> f64 {
+        let secs = self.interval_secs();
+        #[expect(clippy::cast_precision_loss, reason = "display rates")]
+        let count = count as f64;
+        if secs > 0.0 { count / secs } else { 0.0 }
+    }
+}

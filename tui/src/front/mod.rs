@@ -1,0 +1,17 @@
+//! The commands, together: each drives the pipeline (or, for `attach`, a viewer's link) to
+//! its own end. Nothing below imports them; `main.rs` picks one.
+//!
+//! - [`app`]: the live view (its state machine, its loop `app::drive`, and `w`'s [`capture`]);
+//! - [`attach`]: the live view of another run's intervals, over the viewers' socket;
+//! - [`batch`]: `--batch` and `--json`, the intervals printed as text or NDJSON;
+//! - [`serve`]: no screen, the pipeline for the exporter and the viewers;
+//! - [`report_cmd`]: `iotop-bpf report`, a recording drawn as an HTML page or an SVG;
+//! - [`demo`]: the built-in workloads on scratch filesystems, shown in the live view or batch.
+
+pub mod app;
+pub mod attach;
+pub mod batch;
+pub mod capture;
+pub mod demo;
+pub mod report_cmd;
+pub mod serve;

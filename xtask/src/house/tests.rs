@@ -1,0 +1,274 @@
+//! The lexer, the scan and the drawing on small inputs.
+
+use std::{collections::HashMap, path::PathBuf};
+
+use super::{
+    drawing::Drawing,
+    impure_dependencies,
+    lex::{Tok, lex},
+    scan::{Named, Start, parse_tree, scan},
+    tree::Tree,
+};
+
+fn words(src: &str) -> Vec<String> {
+    lex(src)
+        .into_iter()
+        .map(|t| match t.tok {
+            Tok::Ident(w) => w,
+            Tok::Path => "::".into(),
+            Tok::Punct(c) => c.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn the_lexer_drops_comments_strings_and_chars() {
+    let src = r##"
+        // crate::commented::out
+        /* crate::block /* nested */ still::out */
+        let s = "crate::in_a_string \" quoted";
+        let r = r#"crate::raw "inner" "#;
+        let b = b"bytes"; let c = 'q'; let e = '\''; let u = '→';
+        fn f<'a>(x: &'a str) -> crate::kept::Path {}
+    "##;
+    let w = words(src);
+    assert!(!w.iter().any(|w| matches!(
+        w.as_str(),
+        "commented" | "block" | "in_a_string" | "raw" | "bytes" | "q"
+    )));
+    let joined = w.join(" ");
+    assert!(joined.contains("crate :: kept :: Path"), "{joined}");
+    assert!(joined.contains("fn f < a >"), "{joined}");
+}
+
+#[test]
+fn lines_are_counted_through_comments_and_strings() {
+    let toks = lex("/* a\nb */ \"c\nd\"\nx");
+    assert_eq!(toks.len(), 1);
+    assert_eq!(toks[0].line, 4);
+}
+
+fn tree_of(src: &str) -> Vec<(Vec<String>, Option<String>)> {
+    let toks = lex(src);
+    parse_tree(&toks, 0)
+        .0
+        .into_iter()
+        .map(|l| (l.segs, l.alias))
+        .collect()
+}
+
+fn v(s: &str) -> Vec<String> {
+    s.split("::")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn use_trees_give_every_leaf() {
+    assert_eq!(
+        tree_of("a::b::{c, d::{self, e as f}, g::*};"),
+        vec![
+            (v("a::b::c"), None),
+            (v("a::b::d"), None),
+            (v("a::b::d::e"), Some("f".into())),
+            (v("a::b::g"), None),
+        ]
+    );
+    assert_eq!(
+        tree_of("crate::x::Y::<T>::new()"),
+        vec![(v("crate::x::Y"), None)]
+    );
+    assert_eq!(tree_of("a::B as _;"), vec![(v("a::B"), Some("_".into()))]);
+}
+
+fn externs() -> HashMap<String, Vec<String>> {
+    HashMap::from([("ext".to_string(), v("model"))])
+}
+
+fn abs(named: &[Named]) -> Vec<(Vec<String>, bool)> {
+    named
+        .iter()
+        .filter_map(|n| match &n.start {
+            Start::Abs(base) => Some((base.iter().chain(&n.rest).cloned().collect(), n.test)),
+            Start::Child(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_scan_resolves_super_self_crate_and_inline_modules() {
+    let src = r#"
+        use crate::feed::{self, Feed};
+        use super::sibling::X;
+        pub(crate) use self::inner::Y as Z;
+        fn f() { let _ = crate::units::count(1); x.self_len(); }
+        pub(in crate::feed) fn g() {}
+        mod inner { use super::super::up::W; }
+        #[cfg(test)]
+        mod tests { use ext::Snapshot; }
+        #[cfg(any(test, feature = "fixtures"))] pub mod fixtures;
+        #[cfg(not(test))] mod shipped;
+        mod real;
+    "#;
+    let scan = scan(src, &[], &v("a::b"), false, &externs());
+    assert_eq!(
+        abs(&scan.named),
+        vec![
+            (v("feed"), false),
+            (v("feed::Feed"), false),
+            (v("a::sibling::X"), false),
+            (v("units::count"), false),
+            (v("a::up::W"), false),
+            (v("model::Snapshot"), true),
+        ]
+    );
+    assert_eq!(
+        scan.inline,
+        vec![(v("a::b::inner"), false), (v("a::b::tests"), true)]
+    );
+    assert_eq!(
+        scan.files,
+        vec![
+            (v("a::b::fixtures"), true),
+            (v("a::b::shipped"), false),
+            (v("a::b::real"), false)
+        ]
+    );
+    assert_eq!(scan.reexports.len(), 1);
+    assert_eq!(scan.reexports[0].name, "Z");
+}
+
+#[test]
+fn crate_paths_in_a_mounted_crate_stay_inside_it() {
+    let scan = scan(
+        "use crate::hist::Log2Hist;",
+        &v("model"),
+        &v("model::snapshot"),
+        false,
+        &externs(),
+    );
+    assert_eq!(abs(&scan.named), vec![(v("model::hist::Log2Hist"), false)]);
+}
+
+/// A tree of modules and what they name, as a drawing of the rooms under `scope`.
+fn drawing(
+    modules: &[&str],
+    reexports: &[(&str, &str, &str)],
+    named: &[(&str, &str)],
+    scope: &[&str],
+) -> Drawing {
+    let tree = Tree {
+        modules: modules
+            .iter()
+            .map(|m| (v(m), false))
+            .chain([(vec![], false)])
+            .collect(),
+        reexports: reexports
+            .iter()
+            .map(|(m, n, p)| ((v(m), n.to_string()), v(p)))
+            .collect(),
+        named: named
+            .iter()
+            .map(|(from, path)| {
+                (
+                    v(from),
+                    PathBuf::from("f.rs"),
+                    Named {
+                        start: Start::Abs(vec![]),
+                        rest: v(path),
+                        line: 1,
+                        test: false,
+                    },
+                )
+            })
+            .collect(),
+    };
+    tree.drawing(scope, &[])
+}
+
+#[test]
+fn re_exports_are_seen_through() {
+    let d = drawing(
+        &["model", "model::snapshot", "model::hist", "view"],
+        &[("model", "Snapshot", "model::snapshot::Snapshot")],
+        &[
+            ("view", "model::Snapshot"),
+            ("model::snapshot", "model::hist::Log2Hist"),
+        ],
+        &["model"],
+    );
+    assert_eq!(
+        d.arrows.keys().cloned().collect::<Vec<_>>(),
+        vec![("snapshot".to_string(), "hist".to_string())]
+    );
+    assert_eq!(d.floors(), 2);
+}
+
+#[test]
+fn floors_back_arrows_and_circles() {
+    // main -> app -> view -> model; model -> view runs back up; units alone.
+    let d = drawing(
+        &["main", "app", "view", "model", "units"],
+        &[],
+        &[
+            ("main", "app::run"),
+            ("app", "view::draw"),
+            ("app", "model::X"),
+            ("view", "model::Snapshot"),
+            ("view", "model::Latency"),
+            ("model", "view::Y"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        d.back_arrows(),
+        vec![("model".to_string(), "view".to_string())]
+    );
+    assert_eq!(
+        d.circles(),
+        vec![vec!["model".to_string(), "view".to_string()]]
+    );
+    let floors = d.floor_of();
+    assert_eq!(floors["main"], 4);
+    assert_eq!(floors["model"], 1);
+    assert_eq!(floors["units"], 1);
+    assert_eq!(d.floors(), 4);
+    let clean = drawing(
+        &["a", "b", "c"],
+        &[],
+        &[("a", "b::x"), ("b", "c::y"), ("a", "c::z")],
+        &[],
+    );
+    assert!(clean.back_arrows().is_empty());
+    assert!(clean.circles().is_empty());
+    assert_eq!(clean.floors(), 3);
+}
+
+#[test]
+fn the_model_may_depend_only_on_pure_crates() {
+    let manifest = r#"
+        [package]
+        name = "iotop-bpf-model"
+
+        [dependencies]
+        iotop-bpf-common = { workspace = true }
+        serde = { workspace = true }
+        # a comment = "no"
+        tokio = { workspace = true }
+
+        [target.'cfg(unix)'.dependencies]
+        libc = "0.2"
+
+        [dev-dependencies]
+        insta = "1"
+
+        [features]
+        fixtures = []
+    "#;
+    assert_eq!(impure_dependencies(manifest), vec!["tokio", "libc"]);
+    let aya = "[dependencies]\niotop-bpf-common = { workspace = true, features = [\"user\"] }";
+    assert_eq!(impure_dependencies(aya), vec!["iotop-bpf-common"]);
+    let pure = "[dependencies]\nserde = \"1\"\nfoldhash = \"0.2\"";
+    assert!(impure_dependencies(pure).is_empty());
+}
