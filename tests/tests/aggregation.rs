@@ -154,6 +154,10 @@ fn aggregation_keeps_process_figures_exact_and_agrees_with_streaming() {
         .iter()
         .map(|i| num(&i["events"], "received"))
         .sum();
+    eprintln!(
+        "aggregating: {received} records received, {aggregated} reads summed, {sampled} sampled, for {} reads",
+        THREADS * IOS
+    );
     assert!(
         received < THREADS * IOS / 4,
         "{received} records streamed for {} reads",
