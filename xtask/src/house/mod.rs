@@ -21,6 +21,7 @@
 mod drawing;
 mod lex;
 mod scan;
+mod sizes;
 mod tree;
 
 use std::{collections::HashMap, fs, path::PathBuf};
@@ -121,7 +122,7 @@ pub fn house() -> Result<()> {
             LIMITS.circles
         );
     }
-    Ok(())
+    sizes::sizes(&root)
 }
 
 /// What the model crate may depend on: the wire types (without their `user` feature, which

@@ -7,6 +7,7 @@ use super::{
     impure_dependencies,
     lex::{Tok, lex},
     scan::{Named, Start, parse_tree, scan},
+    sizes::{file_exception, fn_exception, fn_spans},
     tree::Tree,
 };
 
@@ -271,4 +272,67 @@ fn the_model_may_depend_only_on_pure_crates() {
     assert_eq!(impure_dependencies(aya), vec!["iotop-bpf-common"]);
     let pure = "[dependencies]\nserde = \"1\"\nfoldhash = \"0.2\"";
     assert!(impure_dependencies(pure).is_empty());
+}
+
+/// The (name, first line, last line) of each function in `src`.
+fn spans(src: &str) -> Vec<(String, usize, usize)> {
+    fn_spans(src)
+        .into_iter()
+        .map(|s| (s.name, s.start, s.end))
+        .collect()
+}
+
+#[test]
+fn a_function_runs_to_its_matching_brace() {
+    let src = "fn a() {\n    if x { y() } else {\n        z();\n    }\n}\nfn b() {}\n";
+    assert_eq!(spans(src), [("a".into(), 1, 5), ("b".into(), 6, 6)]);
+}
+
+#[test]
+fn braces_in_strings_chars_and_comments_do_not_count() {
+    let src = r#"fn a() {
+    let s = "}}{";
+    let c = '}';
+    let r = r"{";
+    // }
+    /* { */
+}
+fn b() {}
+"#;
+    assert_eq!(spans(src), [("a".into(), 1, 7), ("b".into(), 8, 8)]);
+}
+
+#[test]
+fn closures_belong_to_their_function_and_nested_fns_are_their_own() {
+    let src = "fn outer() {\n    let f = |x| {\n        x\n    };\n    fn inner() {\n    }\n}\n";
+    assert_eq!(spans(src), [("outer".into(), 1, 7), ("inner".into(), 5, 6)]);
+}
+
+#[test]
+fn declarations_and_fn_pointer_types_have_no_body() {
+    let src = "trait T {\n    fn a(&self);\n    fn b(&self) {}\n}\ntype F = fn(u32) -> u32;\n\
+               fn c(S { x }: S, f: fn()) -> impl Fn() {\n    move || ()\n}\n";
+    assert_eq!(spans(src), [("b".into(), 3, 3), ("c".into(), 6, 8)]);
+}
+
+#[test]
+fn an_exception_carries_its_reason() {
+    let src = "/// Doc.\n// house: long because it is a table\n#[test]\nfn t() {\n}\nfn u() {\n    // house: long because one match\n}\nfn v() {\n}\n";
+    let lines: Vec<&str> = src.lines().collect();
+    let why: Vec<Option<String>> = fn_spans(src)
+        .iter()
+        .map(|s| fn_exception(&lines, s))
+        .collect();
+    assert_eq!(
+        why,
+        [Some("it is a table".into()), Some("one match".into()), None]
+    );
+    assert_eq!(
+        file_exception("//! Doc.\n//! house: long because generated\nuse a;\n"),
+        Some("generated".into())
+    );
+    assert_eq!(
+        file_exception("//! Doc.\nuse a;\n// house: long because no\n"),
+        None
+    );
 }
