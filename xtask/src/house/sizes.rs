@@ -18,9 +18,9 @@ pub(super) const LONG_FILE: usize = 600;
 pub(super) const LONG_FN: usize = 120;
 
 /// How many long files and functions (not exceptions) the house may still carry: 15 files
-/// and 22 functions when the check was written (issue 21), 13 files once report/json.rs
-/// and model/src/input.rs were split. They may only go down.
-const SIZE_LIMITS: (usize, usize) = (13, 22);
+/// and 22 functions when the check was written (issue 21), 12 files once report/json.rs,
+/// model/src/input.rs and model/src/snapshot.rs were split. They may only go down.
+const SIZE_LIMITS: (usize, usize) = (12, 22);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[
