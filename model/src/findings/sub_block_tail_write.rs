@@ -28,6 +28,20 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     past_eof(scene, proc).or_else(|| unwritten(scene, proc))
 }
 
+/// The finding both shapes raise, on the process's disk and direct-I/O file, and how the
+/// summary names that file (" to FILE", or nothing when none is known).
+fn started(scene: &Scene, proc: &ProcRow) -> (Finding, String) {
+    let dio = &proc.interval.dio;
+    let mut finding =
+        Finding::new(scene, FindingKind::SubBlockTailWrite, Severity::Warning).of_process(proc);
+    finding.dev = dio.disk;
+    finding.files = dio.file.iter().cloned().collect();
+    let file = finding
+        .file()
+        .map_or_else(String::new, |f| format!(" to {f}"));
+    (finding, file)
+}
+
 #[expect(
     clippy::cast_precision_loss,
     reason = "ratios for display and thresholds"
@@ -46,13 +60,7 @@ fn past_eof(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let share = zeroed as f64 / dio.data_bytes.max(1) as f64;
     let (pos, count, _) = dio.example.unwrap_or_default();
     let block = dio.fs_block_size;
-    let mut finding =
-        Finding::new(scene, FindingKind::SubBlockTailWrite, Severity::Warning).of_process(proc);
-    finding.dev = dio.disk;
-    finding.files = dio.file.iter().cloned().collect();
-    let file = finding
-        .file()
-        .map_or_else(String::new, |f| format!(" to {f}"));
+    let (mut finding, file) = started(scene, proc);
     finding.summary = format!(
         "{} (pid {}): O_DIRECT writes{file} extending the file end off a {block}-byte block \
          (e.g. {count} B at offset {pos}): the kernel zeroes the rest, {pad_writes} extra \
@@ -106,13 +114,7 @@ fn unwritten(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let block = dio.fs_block_size;
     let (pos, count) = dio.inside_example.unwrap_or_default();
     let share = dio.inside_zeroed_bytes as f64 / dio.data_bytes.max(1) as f64;
-    let mut finding =
-        Finding::new(scene, FindingKind::SubBlockTailWrite, Severity::Warning).of_process(proc);
-    finding.dev = dio.disk;
-    finding.files = dio.file.iter().cloned().collect();
-    let file = finding
-        .file()
-        .map_or_else(String::new, |f| format!(" to {f}"));
+    let (mut finding, file) = started(scene, proc);
     finding.summary = format!(
         "{} (pid {}): O_DIRECT writes{file} off {block}-byte blocks into preallocated, \
          unwritten extents (e.g. {count} B at offset {pos}): the kernel zeroes the rest of \
