@@ -46,7 +46,7 @@ static DSTATE_EPISODES: Array<EpisodeSet> = Array::with_max_entries(EPISODE_SETS
 static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
 
 #[unsafe(no_mangle)]
-static STACK_MIN_GAP_NS: Global<u64> = Global::new(1_000_000);
+static STACK_MIN_GAP_NS: Global<u64> = Global::new(10_000_000);
 
 /// When this CPU last took a stack.
 #[map]

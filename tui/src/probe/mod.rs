@@ -24,7 +24,7 @@ use iotop_bpf_common::{
     blame::GLOBAL_BLAME_OFFSETS,
     block::GLOBAL_RAW_OFFSETS,
     dio::{DIO_STREAM_ALIGN, GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS},
-    dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS},
+    dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS, GLOBAL_STACK_MIN_GAP_NS},
     maps::{
         COUNTERS, DISK_AGGREGATES, DSTATE_EPISODES, DSTATE_TIME, DiskAggregate, EVENTS,
         LOGICAL_WRITES, LogicalWrites, SCHED_SPLIT_ON, STACKS,
@@ -67,6 +67,14 @@ const WAKEUP_BYTES: u64 = 1 << 20;
 /// Finished D episodes shorter than this only add to their process's D time; longer ones are
 /// streamed (one record each) for the "longest recent episodes" list.
 const DSTATE_RECORD_MIN_NS: u64 = 1_000_000;
+
+/// The least time between two stacks one CPU takes at a switch into D. A stack costs a few
+/// µs of BPF time, and synchronous I/O switches into D once per request: at 1 ms, psync reads
+/// paid ~140 ns each for stacks almost none of which were ever shown (an episode under 1 ms
+/// is not streamed; a longer one takes its sleeper's stack at the wakeup). At 10 ms, at most
+/// 100 stacks a second per CPU, which still names where a thread found in D at a tick waits
+/// when /proc cannot (without CAP_SYS_ADMIN).
+const STACK_MIN_GAP_NS: u64 = 10_000_000;
 
 /// Which tracepoint each program sits on, and what is degraded on this kernel.
 #[derive(Clone, Debug, Default)]
@@ -287,6 +295,7 @@ impl Probes {
         loader.override_global(GLOBAL_DIO_OFFSETS, &g.dio, true);
         loader.override_global(GLOBAL_EXIT_OFFSETS, &g.exit, true);
         loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
+        loader.override_global(GLOBAL_STACK_MIN_GAP_NS, &STACK_MIN_GAP_NS, true);
         loader.override_global(GLOBAL_SYSCALL_OFFSETS, &g.syscalls, true);
         loader.override_global(GLOBAL_FILE_OFFSETS, &g.files, true);
         loader.override_global(GLOBAL_DURABLE_OFFSETS, &g.durable, true);
