@@ -61,8 +61,18 @@ fn perf_event_open(tracefs: Option<&Tracefs>) -> Result<(), String> {
     if fd < 0 {
         return Err(io::Error::last_os_error().to_string());
     }
-    // SAFETY: our own fd.
-    unsafe { libc::close(fd as i32) };
+    // Closing a tracepoint's perf event waits for an RCU grace period (~30-50 ms here, more
+    // under load), which would hold up start-up: the answer is known, so it is closed on a
+    // thread of its own.
+    let fd = fd as i32;
+    let closer = std::thread::Builder::new()
+        .name("perf-probe-close".into())
+        // SAFETY: our own fd, closed once, by whichever of the two paths runs.
+        .spawn(move || unsafe { libc::close(fd) });
+    if closer.is_err() {
+        // SAFETY: as above (the thread did not start).
+        unsafe { libc::close(fd) };
+    }
     Ok(())
 }
 
