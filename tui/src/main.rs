@@ -44,10 +44,10 @@ fn run(cli: &Cli) -> Result<()> {
         Some(Command::Check(args)) => return check(args),
         Some(Command::Serve(args)) => return serve(args),
         // Reads a file: no privileges, no probes.
-        Some(Command::Report(args)) => return report_cmd::run(args),
-        Some(Command::Demo(args)) => return demo::run(args),
+        Some(Command::Report(args)) => return report_cmd::run(&report_options(args)),
+        Some(Command::Demo(args)) => return demo::run(&demo_options(args)),
         // Reads a socket: no privileges, no probes.
-        Some(Command::Attach(args)) => return attach::run(args),
+        Some(Command::Attach(args)) => return attach::run(&attach_options(args)),
         None => {}
     }
     // A bad or busy address fails before anything is loaded.
@@ -85,7 +85,7 @@ fn run(cli: &Cli) -> Result<()> {
             }
         }
         if cli.is_batch() {
-            return batch::run(cli, pipeline, &mut std::io::stdout().lock()).await;
+            return batch::run(&print_options(cli), pipeline, &mut std::io::stdout().lock()).await;
         }
         // Kept to the end: dropping it removes the socket.
         let published = viewers
@@ -100,7 +100,7 @@ fn run(cli: &Cli) -> Result<()> {
             }
             (!lines.is_empty()).then(|| lines.join("; "))
         });
-        let result = app::run(cli, pipeline, startup).await;
+        let result = app::run(&view_options(cli), pipeline, startup).await;
         drop(published);
         result
     })
@@ -129,6 +129,60 @@ fn serve(args: &Serve) -> Result<()> {
         drop(published);
         result
     })
+}
+
+// The command line turned into each command's options: here, not in `cli.rs`, so the
+// commands (`front`) and the command line do not import each other.
+
+/// What the live view is given.
+fn view_options(cli: &Cli) -> app::ViewOptions {
+    app::ViewOptions {
+        pids: cli.pids.clone(),
+        replay: cli.replay.clone(),
+        iterations: cli.iterations,
+    }
+}
+
+/// What `--batch` and `--json` are given.
+fn print_options(cli: &Cli) -> batch::PrintOptions {
+    batch::PrintOptions {
+        json: cli.json,
+        pids: cli.pids.clone(),
+        max_procs: cli.max_procs,
+        iterations: cli.iterations,
+    }
+}
+
+fn report_options(args: &cli::Report) -> report_cmd::Options {
+    report_cmd::Options {
+        recording: args.recording.clone(),
+        output: args.output.clone(),
+        disk: args.disk.clone(),
+        pid: args.pid,
+        latency: args.latency.map(|latency| match latency {
+            cli::HeatLatency::Total => report_cmd::HeatLatency::Total,
+            cli::HeatLatency::Queue => report_cmd::HeatLatency::Queue,
+            cli::HeatLatency::Device => report_cmd::HeatLatency::Device,
+            cli::HeatLatency::Sync => report_cmd::HeatLatency::Sync,
+        }),
+        top: args.top,
+    }
+}
+
+fn demo_options(args: &cli::Demo) -> demo::Options {
+    demo::Options {
+        step_seconds: args.step_seconds,
+        batch: args.batch,
+        only: args.only.clone(),
+        delay: args.delay,
+    }
+}
+
+fn attach_options(args: &cli::Attach) -> attach::Options {
+    attach::Options {
+        target: args.target.clone(),
+        token: args.token.clone(),
+    }
 }
 
 fn check(args: &cli::Check) -> Result<()> {

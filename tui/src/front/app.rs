@@ -10,7 +10,6 @@ use ratatui::{
 
 use super::capture;
 use crate::{
-    cli::Cli,
     history::History,
     model::Snapshot,
     pipeline::{Pipeline, RunInfo, Step},
@@ -396,14 +395,25 @@ impl App {
     }
 }
 
+/// What the live view is asked to do (from the command line, or the demo's own).
+#[derive(Clone, Debug, Default)]
+pub struct ViewOptions {
+    /// `-p`: the processes the filter starts with.
+    pub pids: Vec<u32>,
+    /// The recording replayed, if it is one (`--replay`).
+    pub replay: Option<std::path::PathBuf>,
+    /// `-n`: intervals to show before quitting.
+    pub iterations: Option<u64>,
+}
+
 /// The view's starting state: `-p PID` becomes the filter.
-fn initial_ui(cli: &Cli, info: &RunInfo, notes: Vec<String>) -> UiState {
+fn initial_ui(options: &ViewOptions, info: &RunInfo, notes: Vec<String>) -> UiState {
     UiState {
         host: info.host.clone(),
         kernel: info.kernel.clone(),
         started_unix_ms: info.started_unix_ms,
         notes,
-        filter: cli
+        filter: options
             .pids
             .iter()
             .map(ToString::to_string)
@@ -417,8 +427,8 @@ fn initial_ui(cli: &Cli, info: &RunInfo, notes: Vec<String>) -> UiState {
 /// times `--speed`, where pause stops the clock). The pipeline is started before the
 /// terminal is taken, so a failure to load the probes prints plainly. `startup`: a message
 /// for the key line until the first key (where viewers attach).
-pub async fn run(cli: &Cli, pipeline: Pipeline, startup: Option<String>) -> Result<()> {
-    run_captioned(cli, pipeline, None, startup).await
+pub async fn run(options: &ViewOptions, pipeline: Pipeline, startup: Option<String>) -> Result<()> {
+    run_captioned(options, pipeline, None, startup).await
 }
 
 /// How often captions are looked for (the demo changes them every few seconds at most).
@@ -426,23 +436,23 @@ const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// [`run`], with captions (the demo's) shown on the key line as they arrive.
 pub async fn run_captioned(
-    cli: &Cli,
+    options: &ViewOptions,
     pipeline: Pipeline,
     captions: Option<std::sync::mpsc::Receiver<String>>,
     startup: Option<String>,
 ) -> Result<()> {
     let mut notes = pipeline.notes();
-    if let Some(path) = &cli.replay {
+    if let Some(path) = &options.replay {
         notes.insert(0, format!("replaying {}", path.display()));
     }
-    let mut ui = initial_ui(cli, pipeline.info(), notes);
+    let mut ui = initial_ui(options, pipeline.info(), notes);
     ui.message = startup;
     let feed = PipelineFeed {
         pipeline,
         captions,
         caption_poll: tokio::time::interval(CAPTION_POLL),
-        replay: cli.replay.clone(),
-        limit: cli.iterations,
+        replay: options.replay.clone(),
+        limit: options.iterations,
         intervals: 0,
         ended: false,
     };

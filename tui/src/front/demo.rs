@@ -21,11 +21,20 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use super::{app, batch};
-use crate::{
-    cli::{Cli, Demo},
-    pipeline::Pipeline,
-    probe::privilege,
-};
+use crate::{pipeline::Pipeline, probe::privilege};
+
+/// What `iotop-bpf demo` is asked to show.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seconds each step runs.
+    pub step_seconds: u64,
+    /// Text reports with the captions between them, instead of the live view.
+    pub batch: bool,
+    /// Only these steps (by name), in catalogue order; all when empty.
+    pub only: Vec<String>,
+    /// Seconds per interval.
+    pub delay: Duration,
+}
 
 /// One step of the demo.
 #[derive(Debug)]
@@ -288,7 +297,7 @@ fn drive(
     say(OVER.into());
 }
 
-pub fn run(args: &Demo) -> Result<()> {
+pub fn run(args: &Options) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
@@ -309,25 +318,15 @@ pub fn run(args: &Demo) -> Result<()> {
         xfs.as_ref().map(|x| x.mountpoint.clone()),
     );
     let step_time = Duration::from_secs(args.step_seconds);
-    let cli = Cli {
-        batch: args.batch,
+    // The demo's own options for the front ends: every process, no limit, no recording. It
+    // publishes nothing for viewers: it is shown, not shared (`main.rs` binds no endpoint).
+    let print = batch::PrintOptions {
         json: false,
-        delay: args.delay,
-        iterations: None,
-        record: None,
-        replay: None,
-        speed: 1.0,
         pids: Vec::new(),
         max_procs: crate::report::DEFAULT_MAX_PROCS,
-        listen: None,
-        top: crate::export::workloads::DEFAULT_TOP,
-        // The demo publishes nothing: it is shown, not shared.
-        viewers: crate::cli::Viewers {
-            no_viewers: true,
-            ..Default::default()
-        },
-        command: None,
+        iterations: None,
     };
+    let view = app::ViewOptions::default();
     let stopping = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -360,9 +359,9 @@ pub fn run(args: &Demo) -> Result<()> {
         let result = runtime.block_on(async {
             let pipeline = Pipeline::live(&env, args.delay, None, None)?;
             if args.batch {
-                batch::run(&cli, pipeline, &mut std::io::stdout()).await
+                batch::run(&print, pipeline, &mut std::io::stdout()).await
             } else {
-                app::run_captioned(&cli, pipeline, Some(rx), None).await
+                app::run_captioned(&view, pipeline, Some(rx), None).await
             }
         });
         stopping.store(true, Ordering::Relaxed);
@@ -425,6 +424,7 @@ mod tests {
         }
     }
 
+    // The one use of the command line in the commands: the steps' `iotop-bpf workload ...`.
     #[test]
     fn every_step_names_a_workload_that_parses() {
         use clap::Parser as _;
@@ -433,7 +433,7 @@ mod tests {
                 .chain(std::iter::once("workload".to_string()))
                 .chain(step.args.iter().map(|a| a.replace("{dir}", "/tmp/x")))
                 .collect();
-            Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{}: {e}", step.name));
+            crate::cli::Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{}: {e}", step.name));
         }
     }
 }
