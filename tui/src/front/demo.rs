@@ -319,7 +319,7 @@ pub fn run(args: &Options) -> Result<()> {
     );
     let step_time = Duration::from_secs(args.step_seconds);
     // The demo's own options for the front ends: every process, no limit, no recording. It
-    // publishes nothing for viewers: it is shown, not shared (`main.rs` binds no endpoint).
+    // publishes nothing for viewers: it is shown, not shared (no endpoint is bound for it).
     let print = batch::PrintOptions {
         json: false,
         pids: Vec::new(),

@@ -1,5 +1,5 @@
 //! The commands, together: each drives the pipeline (or, for `attach`, a viewer's link) to
-//! its own end. Nothing below imports them; `main.rs` picks one.
+//! its own end. Nothing below imports them; the dispatch in `lib.rs` picks one.
 //!
 //! - [`app`]: the live view (its state machine, its loop `app::drive`, and `w`'s [`capture`]);
 //! - [`attach`]: the live view of another run's intervals, over the viewers' socket;

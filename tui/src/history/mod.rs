@@ -92,6 +92,7 @@ impl Column {
         out
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -359,11 +360,13 @@ impl History {
     }
 
     /// Snapshots kept for stepping back.
+    #[cfg(test)]
     pub fn kept(&self) -> usize {
         self.snapshots.len()
     }
 
     /// Bytes held: (compact intervals, DVR snapshots).
+    #[cfg(test)]
     pub fn bytes(&self) -> (usize, usize) {
         (self.frame_bytes, self.snapshot_bytes)
     }
