@@ -7,8 +7,10 @@ use super::{
     throttle::{CallHist, DirtyState},
 };
 
+mod cgroups;
 mod sync;
 mod waits;
+pub use cgroups::*;
 pub use sync::*;
 pub use waits::*;
 
