@@ -24,6 +24,7 @@ pub(crate) mod report;
 pub(crate) mod shutdown;
 pub(crate) mod term;
 pub(crate) mod units;
+pub(crate) mod varint;
 pub(crate) mod view;
 pub(crate) mod viewers;
 pub(crate) mod workload;

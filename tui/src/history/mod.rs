@@ -52,16 +52,7 @@ impl Column {
         let last = hist.slots.iter().rposition(|&n| n > 0).unwrap_or(first);
         let mut data = Vec::with_capacity(last + 1 - first);
         for &n in &hist.slots[first..=last] {
-            let mut n = n;
-            loop {
-                let byte = (n & 0x7f) as u8;
-                n >>= 7;
-                if n == 0 {
-                    data.push(byte);
-                    break;
-                }
-                data.push(byte | 0x80);
-            }
+            crate::varint::put(&mut data, n);
         }
         #[expect(clippy::cast_possible_truncation, reason = "SLOTS is 32")]
         Self {
@@ -74,17 +65,10 @@ impl Column {
     /// Counts per slot.
     pub fn hist(&self) -> Log2Hist {
         let mut out = Log2Hist::default();
-        let mut bytes = self.data.iter();
+        let mut at = 0;
         for slot in usize::from(self.lo)..usize::from(self.lo) + usize::from(self.len) {
-            let mut n = 0u64;
-            let mut shift = 0;
-            for &b in bytes.by_ref() {
-                n |= u64::from(b & 0x7f) << shift;
-                shift += 7;
-                if b & 0x80 == 0 || shift >= 64 {
-                    break;
-                }
-            }
+            // Written by `of`: whole, and of at most 64 bits.
+            let n = crate::varint::read(&self.data, &mut at).unwrap_or(0);
             if slot < SLOTS {
                 out.slots[slot] = n;
             }
