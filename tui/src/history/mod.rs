@@ -184,19 +184,11 @@ impl ProcPoint {
     }
 }
 
-fn active(f: &ProcFigures) -> bool {
-    f.ios() > 0
-        || f.sync.syncs > 0
-        || f.dstate_ns > 0
-        || f.sync.charged_write_bytes > 0
-        || f.waited()
-}
-
 /// The processes worth remembering of an interval: the busiest by bytes, by time in sync
 /// calls and by time in D, plus `pinned` (the selected process, so its heat map has no
 /// holes while it is quiet), at most [`MAX_PROCS`].
 fn chosen_procs(snap: &Snapshot, pinned: Option<u32>) -> Vec<&ProcRow> {
-    let active: Vec<&ProcRow> = snap.procs.iter().filter(|p| active(&p.interval)).collect();
+    let active: Vec<&ProcRow> = snap.procs.iter().filter(|p| p.interval.active()).collect();
     let mut chosen: Vec<&ProcRow> = Vec::new();
     let mut take = |key: fn(&ProcFigures) -> u64, n: usize| {
         let mut ranked: Vec<&ProcRow> = active
@@ -367,7 +359,7 @@ fn slim(snap: &Snapshot) -> Snapshot {
     let mut kept: Vec<&ProcRow> = snap
         .procs
         .iter()
-        .filter(|p| active(&p.interval) || named(p.tgid))
+        .filter(|p| p.interval.active() || named(p.tgid))
         .collect();
     if kept.len() > DVR_PROCS {
         let weight = |p: &ProcRow| {
