@@ -15,6 +15,8 @@ pub(crate) mod clock;
 pub(crate) mod export;
 pub(crate) mod feed;
 pub(crate) mod front;
+#[cfg(test)]
+mod fuzz;
 pub(crate) mod generate;
 pub(crate) mod heap;
 pub(crate) mod history;

@@ -449,16 +449,7 @@ mod tests {
         assert!(dec.decode(KIND_JSON, b"{").is_err());
         assert_eq!(split(&[KIND_BLOCK, 0x85]), None, "a length without its end");
         assert_eq!(split(&[KIND_BLOCK, 5, 1, 2]), None, "a record cut short");
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        for len in 0..200 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect();
+        for bytes in crate::fuzz::garbage(0..200) {
             let _ = split(&bytes);
             let _ = dec.decode(bytes.first().copied().unwrap_or(0) % 6, &bytes);
         }
