@@ -12,7 +12,7 @@ use super::capture;
 use crate::{
     history::History,
     model::Snapshot,
-    pipeline::{Pipeline, RunInfo, Step},
+    pipeline::{self, Front, Pipeline, RunInfo},
     shutdown::Shutdown,
     term::TerminalGuard,
     view::{self, Focus, Link, Theme, UiState, finding, findings, procs},
@@ -437,7 +437,7 @@ const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// [`run`], with captions (the demo's) shown on the key line as they arrive.
 pub async fn run_captioned(
     options: &ViewOptions,
-    pipeline: Pipeline,
+    mut pipeline: Pipeline,
     captions: Option<std::sync::mpsc::Receiver<String>>,
     startup: Option<String>,
 ) -> Result<()> {
@@ -447,16 +447,15 @@ pub async fn run_captioned(
     }
     let mut ui = initial_ui(options, pipeline.info(), notes);
     ui.message = startup;
-    let feed = PipelineFeed {
-        pipeline,
+    let mut front = LiveFront {
+        screen: Screen::enter(App::new(ui))?,
         captions,
         caption_poll: tokio::time::interval(CAPTION_POLL),
         replay: options.replay.clone(),
         limit: options.iterations,
         intervals: 0,
-        ended: false,
     };
-    drive(App::new(ui), feed).await
+    pipeline::drive(&mut pipeline, &mut front).await
 }
 
 /// What the live view is fed, besides keys.
@@ -526,42 +525,82 @@ impl App {
     }
 }
 
-/// The live view's loop, whatever feeds it: takes the terminal, draws, answers keys and
-/// signals, and gives the terminal back however it ends.
-pub async fn drive(mut app: App, mut feed: impl Feed) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
-    let mut guard = TerminalGuard::enter()?;
-    let mut input = EventStream::new();
-    app.draw(guard.terminal())?;
-    loop {
-        feed.hold(app.ui.paused);
+/// The screen of a live view: the terminal taken (and given back on drop), the keys and the
+/// signals, and the [`App`] drawn on it.
+struct Screen {
+    app: App,
+    shutdown: Shutdown,
+    guard: TerminalGuard,
+    input: EventStream,
+}
+
+impl Screen {
+    /// Takes the terminal and draws the app.
+    fn enter(mut app: App) -> Result<Self> {
+        let shutdown = Shutdown::install().context("install signal handlers")?;
+        let mut guard = TerminalGuard::enter()?;
+        app.draw(guard.terminal())?;
+        Ok(Self {
+            app,
+            shutdown,
+            guard,
+            input: EventStream::new(),
+        })
+    }
+
+    /// Waits for a signal (quit) or a key, which it answers and redraws. Cancel-safe.
+    async fn keys(&mut self) -> Result<Flow> {
         tokio::select! {
             biased;
-            () = shutdown.recv() => break,
-            event = input.next() => match event {
+            () = self.shutdown.recv() => Ok(Flow::Quit),
+            event = self.input.next() => match event {
                 Some(Ok(event)) => {
-                    if app.on_event(&event) == Flow::Quit {
-                        break;
+                    if self.app.on_event(&event) == Flow::Quit {
+                        return Ok(Flow::Quit);
                     }
-                    app.draw(guard.terminal())?;
+                    self.app.draw(self.guard.terminal())?;
+                    Ok(Flow::Continue)
                 }
-                Some(Err(e)) => return Err(e).context("read the terminal"),
-                None => break,
+                Some(Err(e)) => Err(e).context("read the terminal"),
+                None => Ok(Flow::Quit),
             },
-            fed = feed.next() => {
-                if app.apply(fed?) == Flow::Quit {
-                    break;
-                }
-                app.draw(guard.terminal())?;
-            }
+        }
+    }
+
+    /// Takes in what the feed gave and redraws.
+    fn take(&mut self, fed: Fed) -> Result<Flow> {
+        if self.app.apply(fed) == Flow::Quit {
+            return Ok(Flow::Quit);
+        }
+        self.app.draw(self.guard.terminal())?;
+        Ok(Flow::Continue)
+    }
+}
+
+/// The live view's loop over a [`Feed`] (an attached viewer's link): takes the terminal,
+/// draws, answers keys and signals, and gives the terminal back however it ends. Over a
+/// pipeline, the loop is the pipeline's own ([`pipeline::drive`], with [`LiveFront`]).
+pub async fn drive(app: App, mut feed: impl Feed) -> Result<()> {
+    let mut screen = Screen::enter(app)?;
+    loop {
+        feed.hold(screen.app.ui.paused);
+        tokio::select! {
+            biased;
+            flow = screen.keys() => if flow? == Flow::Quit {
+                break;
+            },
+            fed = feed.next() => if screen.take(fed?)? == Flow::Quit {
+                break;
+            },
         }
     }
     Ok(())
 }
 
-/// A [`Pipeline`] as the live view's feed, with the demo's captions.
-struct PipelineFeed {
-    pipeline: Pipeline,
+/// The live view as a [`Pipeline`]'s front end (the probes, a recording, the demo), with the
+/// demo's captions.
+struct LiveFront {
+    screen: Screen,
     captions: Option<std::sync::mpsc::Receiver<String>>,
     caption_poll: tokio::time::Interval,
     /// The recording replayed, if it is one.
@@ -569,48 +608,53 @@ struct PipelineFeed {
     /// `-n`: intervals to show before quitting.
     limit: Option<u64>,
     intervals: u64,
-    ended: bool,
 }
 
-impl Feed for PipelineFeed {
-    async fn next(&mut self) -> Result<Fed> {
-        if self.limit.is_some_and(|n| self.intervals >= n) {
-            return Ok(Fed::Quit);
-        }
+/// The live view's flow as the pipeline's loop's.
+fn flow(flow: Flow) -> pipeline::Flow {
+    match flow {
+        Flow::Continue => pipeline::Flow::Continue,
+        Flow::Quit => pipeline::Flow::Stop,
+    }
+}
+
+impl Front for LiveFront {
+    async fn other(&mut self) -> Result<pipeline::Flow> {
         loop {
             tokio::select! {
                 biased;
+                keys = self.screen.keys() => return keys.map(flow),
                 _ = self.caption_poll.tick(), if self.captions.is_some() => {
                     let latest = self.captions.as_ref().and_then(|rx| rx.try_iter().last());
                     if let Some(caption) = latest {
-                        return Ok(Fed::Caption(caption));
+                        return self.screen.take(Fed::Caption(caption)).map(flow);
                     }
                 }
-                step = self.pipeline.next(), if !self.ended => {
-                    return Ok(match step? {
-                        Step::Interval(snap) => {
-                            self.intervals += 1;
-                            Fed::Interval(snap)
-                        }
-                        Step::End => {
-                            self.ended = true;
-                            Fed::Ended(match &self.replay {
-                                Some(path) => {
-                                    format!("end of the recording {} (q quits)", path.display())
-                                }
-                                None => "no more intervals (q quits)".to_string(),
-                            })
-                        }
-                    });
-                }
-                // Nothing more to wait for: the view stays until q.
-                else => std::future::pending::<()>().await,
             }
         }
     }
 
-    fn hold(&mut self, paused: bool) {
-        self.pipeline.hold(paused);
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<pipeline::Flow> {
+        self.intervals += 1;
+        if self.screen.take(Fed::Interval(snap))? == Flow::Quit
+            || self.limit.is_some_and(|n| self.intervals >= n)
+        {
+            return Ok(pipeline::Flow::Stop);
+        }
+        Ok(pipeline::Flow::Continue)
+    }
+
+    fn ended(&mut self) -> Result<pipeline::Flow> {
+        let note = match &self.replay {
+            Some(path) => format!("end of the recording {} (q quits)", path.display()),
+            None => "no more intervals (q quits)".to_string(),
+        };
+        // The view stays until q.
+        self.screen.take(Fed::Ended(note)).map(flow)
+    }
+
+    fn held(&self) -> bool {
+        self.screen.app.ui.paused
     }
 }
 

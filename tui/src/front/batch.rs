@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use crate::{
     clock,
     model::Snapshot,
-    pipeline::{Pipeline, RunInfo, Step},
+    pipeline::{self, Flow, Front, Pipeline, RunInfo},
     report::{json, text},
     shutdown::Shutdown,
 };
@@ -26,43 +26,63 @@ pub struct PrintOptions {
     pub iterations: Option<u64>,
 }
 
-/// Prints every interval until the source ends, `-n` intervals were printed, or a signal
-/// arrives (then the partial interval is printed, so nothing seen before it is lost).
+/// Prints every interval until the source ends, `-n` intervals were printed, the reader went
+/// away, or a signal arrives (then the partial interval is printed, so nothing seen before it
+/// is lost): the pipeline's one loop, [`pipeline::drive`].
 pub async fn run(
     options: &PrintOptions,
     mut pipeline: Pipeline,
     out: &mut impl Write,
 ) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
+    let shutdown = Shutdown::install().context("install signal handlers")?;
     let notes = pipeline.notes();
     for note in &notes {
         eprintln!("iotop-bpf: degraded: {note}");
     }
-    let mut printed = 0u64;
-    loop {
-        tokio::select! {
-            biased;
-            () = shutdown.recv() => {
-                if let Some(snap) = pipeline.finish()? {
-                    print(options, &snap, pipeline.info(), &notes, out)?;
-                }
-                break;
-            }
-            step = pipeline.next() => match step? {
-                Step::Interval(snap) => {
-                    if !print(options, &snap, pipeline.info(), &notes, out)? {
-                        break; // stdout closed (e.g. `| head`)
-                    }
-                    printed += 1;
-                    if options.iterations.is_some_and(|n| printed >= n) {
-                        break;
-                    }
-                }
-                Step::End => break,
-            },
-        }
+    let mut printer = Printer {
+        options,
+        info: pipeline.info().clone(),
+        notes,
+        out,
+        printed: 0,
+        shutdown,
+    };
+    pipeline::drive(&mut pipeline, &mut printer).await
+}
+
+/// `--batch` and `--json` as the pipeline's front end.
+struct Printer<'a, W> {
+    options: &'a PrintOptions,
+    info: RunInfo,
+    notes: Vec<String>,
+    out: &'a mut W,
+    printed: u64,
+    shutdown: Shutdown,
+}
+
+impl<W: Write> Front for Printer<'_, W> {
+    async fn other(&mut self) -> Result<Flow> {
+        self.shutdown.recv().await;
+        Ok(Flow::Stop)
     }
-    Ok(())
+
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
+        if !print(self.options, &snap, &self.info, &self.notes, self.out)? {
+            return Ok(Flow::Stop); // stdout closed (e.g. `| head`)
+        }
+        self.printed += 1;
+        Ok(
+            if self.options.iterations.is_some_and(|n| self.printed >= n) {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            },
+        )
+    }
+
+    fn last(&mut self, snap: Box<Snapshot>) -> Result<()> {
+        print(self.options, &snap, &self.info, &self.notes, self.out).map(drop)
+    }
 }
 
 /// Writes one report; `Ok(false)` when the reader went away.
