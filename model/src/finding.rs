@@ -74,6 +74,16 @@ impl Severity {
             Self::Critical => "critical",
         }
     }
+
+    /// `CRIT`, `WARN`, `INFO`: as the live view, its screen capture and the HTML report
+    /// write it (the text report and the JSON write [`Severity::name`]).
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Critical => "CRIT",
+            Self::Warning => "WARN",
+            Self::Info => "INFO",
+        }
+    }
 }
 
 /// A number or a word backing a finding.

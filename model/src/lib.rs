@@ -36,10 +36,10 @@ pub use input::{
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;
 pub use snapshot::{
-    CallDisk, CallFigures, CallLatency, DStateEpisodeRow, DStateTask, DioFigures, DirtyFigures,
-    DiskFigures, DiskRow, EventStats, HostFigures, Party, ProcDeviceRow, ProcFigures, ProcRow,
-    SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation, SyncedFiles, WaitFigures,
-    Waits, wait_site,
+    CallDisk, CallFigures, CallLatency, CgroupSum, DStateEpisodeRow, DStateTask, DioFigures,
+    DirtyFigures, DiskFigures, DiskRow, EventStats, HostFigures, NO_CGROUP, Party, ProcDeviceRow,
+    ProcFigures, ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation,
+    SyncedFiles, WaitFigures, Waits, cgroups, wait_site,
 };
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device

@@ -7,8 +7,10 @@ use super::{
     throttle::{CallHist, DirtyState},
 };
 
+mod cgroups;
 mod sync;
 mod waits;
+pub use cgroups::*;
 pub use sync::*;
 pub use waits::*;
 
@@ -197,12 +199,19 @@ impl ProcFigures {
         self.reads + self.writes + self.others
     }
 
-    /// What makes a process worth a row in the live view: requests, write-back it caused, sync
-    /// calls, time in D, or waits before its requests.
+    /// The one definition of an active process, what makes it worth a row (the live view's,
+    /// the reports', the history's): requests, writes into the page cache, write-back it
+    /// caused, sync calls, calls settled or charged in the period (a short-lived process's
+    /// cost arrives after its calls, when it may have nothing else to report), time in D, or
+    /// waits before its requests.
     pub fn active(&self) -> bool {
+        let s = &self.sync;
         self.ios() > 0
+            || self.logical_write_bytes > 0
             || self.writeback_bytes > 0
-            || self.sync.syncs > 0
+            || s.syncs > 0
+            || s.small.calls + s.large.calls + s.unmeasured.calls + s.empty > 0
+            || s.charged_write_bytes > 0
             || self.dstate_ns > 0
             || self.waited()
     }

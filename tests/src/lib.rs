@@ -125,16 +125,10 @@ pub fn sh(program: &str, args: &[&str]) -> String {
 }
 
 /// A filesystem on a loop device backed by a file in /dev/shm (so the loop device's own
-/// backing I/O causes no further block I/O). Torn down on drop.
-pub struct LoopFs {
-    pub device: String,
-    /// `major:minor`, as the JSON reports devices.
-    pub dev: String,
-    /// `loop7`.
-    pub name: String,
-    pub mountpoint: PathBuf,
-    backing: PathBuf,
-}
+/// backing I/O causes no further block I/O), its I/O scheduler none. Torn down on drop. The
+/// one the demo uses too (`iotop-bpf-loopfs`), named for this test run; its fields
+/// (`device`, `dev`, `name`, `mountpoint`) and `path` are the shared one's.
+pub struct LoopFs(iotop_bpf_loopfs::LoopFs);
 
 impl LoopFs {
     /// 4 KiB blocks.
@@ -147,73 +141,20 @@ impl LoopFs {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tag = format!("iotop-bpf-test-{}-{n}-{fs}", std::process::id());
-        let backing = PathBuf::from(format!("/dev/shm/{tag}.img"));
-        let file = std::fs::File::create(&backing).expect("create the backing file in /dev/shm");
-        file.set_len(size_mib << 20).expect("size the backing file");
-        drop(file);
-        let device = sh(
-            "losetup",
-            &["-f", "--show", "--direct-io=off", backing.to_str().unwrap()],
-        )
-        .trim()
-        .to_string();
-        let name = device.trim_start_matches("/dev/").to_string();
+        let loop_fs = iotop_bpf_loopfs::LoopFs::create(&tag, fs, size_mib, Some(block))
+            .unwrap_or_else(|e| panic!("{tag}: {e} (is it installed? `cargo xtask setup`)"));
         // A loop device keeps the scheduler its last user set (the btt tests and the
         // recordings' script set mq-deadline): every test starts from none, as it comes.
-        let _ = std::fs::write(format!("/sys/block/{name}/queue/scheduler"), "none");
-        let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        // Owned from here: a failing mkfs or mount detaches the device on the way out.
-        let loop_fs = Self {
-            device,
-            dev,
-            name,
-            mountpoint: std::env::temp_dir().join(&tag),
-            backing,
-        };
-        let device = loop_fs.device.as_str();
-        let block = block.to_string();
-        match fs {
-            // The block size is always given (mke2fs picks 1 KiB below 512 MiB).
-            "ext4" => sh(
-                "mkfs.ext4",
-                &[
-                    "-q",
-                    "-F",
-                    "-b",
-                    &block,
-                    "-E",
-                    "lazy_itable_init=0,lazy_journal_init=0",
-                    device,
-                ],
-            ),
-            "xfs" => sh(
-                "mkfs.xfs",
-                &["-q", "-f", "-b", &format!("size={block}"), device],
-            ),
-            // `block` is the sector size (btrfs' block: the unit of data extents); metadata
-            // nodes stay at mkfs' default 16 KiB.
-            "btrfs" => sh("mkfs.btrfs", &["-q", "-f", "-s", &block, device]),
-            other => panic!("unsupported filesystem {other}"),
-        };
-        std::fs::create_dir_all(&loop_fs.mountpoint).unwrap();
-        sh("mount", &[device, loop_fs.mountpoint.to_str().unwrap()]);
-        loop_fs
-    }
-
-    pub fn path(&self, file: &str) -> PathBuf {
-        self.mountpoint.join(file)
+        let _ = loop_fs.scheduler_none();
+        Self(loop_fs)
     }
 }
 
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mountpoint).status();
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
-        let _ = std::fs::remove_dir(&self.mountpoint);
-        let _ = std::fs::remove_file(&self.backing);
+impl std::ops::Deref for LoopFs {
+    type Target = iotop_bpf_loopfs::LoopFs;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 

@@ -7,6 +7,10 @@
 //! very same sequence: the baseline sample taken at start, each drain's records and
 //! bad-record count, each interval's sample, and the final sample that settles everything
 //! on quit. A replay of the file therefore reproduces the live run's reports exactly.
+//!
+//! The live view, `serve` and `--batch`/`--json` drive it with one loop, [`drive`], which
+//! finishes it however the loop stops (a signal, `q`, the reader gone): the last, partial
+//! interval is closed with the final sample, recorded and given to the taps.
 
 use std::{path::Path, time::Duration};
 
@@ -61,6 +65,9 @@ pub struct Pipeline {
     info: RunInfo,
     /// Called with every closed interval before the front end gets it (the exporter).
     taps: Vec<Tap>,
+    /// The final sample was applied (at `-n`, or by [`Pipeline::finish`]): nothing is left to
+    /// finish.
+    finished: bool,
 }
 
 /// A consumer of closed intervals besides the front end.
@@ -129,6 +136,7 @@ impl Pipeline {
             recorder,
             info,
             taps: Vec::new(),
+            finished: false,
         };
         let baseline = pipeline.live_feed().sample(SampleKind::Baseline);
         pipeline.apply(Input::Sample(Box::new(baseline)))?;
@@ -161,6 +169,7 @@ impl Pipeline {
             recorder: None,
             info,
             taps: Vec::new(),
+            finished: false,
         })
     }
 
@@ -224,6 +233,7 @@ impl Pipeline {
                                 }
                                 None => SampleKind::Interval,
                             };
+                            self.finished |= kind == SampleKind::Final;
                             return self.close(kind).map(Step::Interval);
                         }
                         filling = live.feed.filling() => {
@@ -258,8 +268,13 @@ impl Pipeline {
     }
 
     /// The last interval, cut short (quit, SIGINT): every pending charge is settled first.
-    /// `None` for a replay, whose recording holds its own last interval.
+    /// `None` for a replay, whose recording holds its own last interval, and once the final
+    /// sample was applied (`-n`, or a finish before).
     pub fn finish(&mut self) -> Result<Option<Box<Snapshot>>> {
+        if self.finished {
+            return Ok(None);
+        }
+        self.finished = true;
         let last = match self.source {
             Source::Live(_) => self.close(SampleKind::Final).map(Some),
             Source::Replay(_) => Ok(None),
@@ -332,6 +347,89 @@ impl Pipeline {
     }
 }
 
+/// Whether a front end's loop goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+/// A front end that [`drive`] runs: the live view, `serve`, `--batch` and `--json`.
+pub trait Front {
+    /// Waits for what may stop the loop besides the pipeline: a signal, and the live view's
+    /// keys and captions (which it takes in itself, then says `Continue`). Cancel-safe: the
+    /// loop waits for the pipeline beside it.
+    fn other(&mut self) -> impl Future<Output = Result<Flow>>;
+    /// An interval closed.
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow>;
+    /// The source ended (a recording's end): stop, or go on waiting for [`Front::other`].
+    fn ended(&mut self) -> Result<Flow> {
+        Ok(Flow::Stop)
+    }
+    /// The last, partial interval, which the stop cut short and [`drive`] finished.
+    fn last(&mut self, _snap: Box<Snapshot>) -> Result<()> {
+        Ok(())
+    }
+    /// The pipeline's clock is held (a paused replay at its recorded pace).
+    fn held(&self) -> bool {
+        false
+    }
+}
+
+/// What [`drive`] drives: a [`Pipeline`] (a trait so its rule is tested without probes).
+pub trait Driven {
+    fn next(&mut self) -> impl Future<Output = Result<Step>>;
+    fn finish(&mut self) -> Result<Option<Box<Snapshot>>>;
+    fn hold(&mut self, held: bool);
+}
+
+impl Driven for Pipeline {
+    fn next(&mut self) -> impl Future<Output = Result<Step>> {
+        Pipeline::next(self)
+    }
+
+    fn finish(&mut self) -> Result<Option<Box<Snapshot>>> {
+        Pipeline::finish(self)
+    }
+
+    fn hold(&mut self, held: bool) {
+        Pipeline::hold(self, held);
+    }
+}
+
+/// The one loop of the front ends that drive a pipeline: intervals to `front` until the
+/// source ends or `front` says stop (a signal, `q`, `-n`, the reader gone), then the pipeline
+/// finished whatever stopped it, the last, partial interval to [`Front::last`] (nothing
+/// after `-n`, whose last interval was the final one, nor after a recording's end).
+pub async fn drive(pipeline: &mut impl Driven, front: &mut impl Front) -> Result<()> {
+    let mut ended = false;
+    loop {
+        pipeline.hold(front.held());
+        tokio::select! {
+            biased;
+            flow = front.other() => if flow? == Flow::Stop {
+                break;
+            },
+            step = pipeline.next(), if !ended => {
+                let flow = match step? {
+                    Step::Interval(snap) => front.interval(snap)?,
+                    Step::End => {
+                        ended = true;
+                        front.ended()?
+                    }
+                };
+                if flow == Flow::Stop {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(last) = pipeline.finish()? {
+        front.last(last)?;
+    }
+    Ok(())
+}
+
 fn header(info: &RunInfo) -> Header {
     recording::new_header(
         info.host.clone(),
@@ -340,4 +438,119 @@ fn header(info: &RunInfo) -> Header {
         info.started_unix_ms,
         info.interval_ns,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Intervals numbered from 1, one per `next`, for ever; `finish` gives the partial one.
+    #[derive(Default)]
+    struct Counting {
+        seq: u64,
+        finished: u32,
+        held: Vec<bool>,
+    }
+
+    impl Driven for Counting {
+        async fn next(&mut self) -> Result<Step> {
+            tokio::task::yield_now().await;
+            self.seq += 1;
+            Ok(Step::Interval(Box::new(Snapshot {
+                seq: self.seq,
+                ..Snapshot::default()
+            })))
+        }
+
+        fn finish(&mut self) -> Result<Option<Box<Snapshot>>> {
+            self.finished += 1;
+            self.seq += 1;
+            Ok(Some(Box::new(Snapshot {
+                seq: self.seq,
+                ..Snapshot::default()
+            })))
+        }
+
+        fn hold(&mut self, held: bool) {
+            self.held.push(held);
+        }
+    }
+
+    /// Stops after `stop_after` intervals, by itself (`-n`) or, `by_signal`, from
+    /// [`Front::other`] as a signal or `q` does.
+    struct Stopping {
+        stop_after: u64,
+        by_signal: bool,
+        seen: Vec<u64>,
+        last: Option<u64>,
+    }
+
+    impl Front for Stopping {
+        async fn other(&mut self) -> Result<Flow> {
+            if self.by_signal && self.seen.len() as u64 >= self.stop_after {
+                return Ok(Flow::Stop);
+            }
+            std::future::pending().await
+        }
+
+        fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
+            self.seen.push(snap.seq);
+            Ok(
+                if !self.by_signal && self.seen.len() as u64 >= self.stop_after {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                },
+            )
+        }
+
+        fn last(&mut self, snap: Box<Snapshot>) -> Result<()> {
+            self.last = Some(snap.seq);
+            Ok(())
+        }
+
+        fn held(&self) -> bool {
+            true
+        }
+    }
+
+    fn run(by_signal: bool) -> (Counting, Stopping) {
+        let mut pipeline = Counting::default();
+        let mut front = Stopping {
+            stop_after: 3,
+            by_signal,
+            seen: Vec::new(),
+            last: None,
+        };
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(drive(&mut pipeline, &mut front))
+            .unwrap();
+        (pipeline, front)
+    }
+
+    #[test]
+    fn a_stop_from_outside_finishes_the_pipeline_and_hands_over_the_partial_interval() {
+        let (pipeline, front) = run(true);
+        assert_eq!(front.seen, [1, 2, 3]);
+        assert_eq!(pipeline.finished, 1, "finished once");
+        assert_eq!(
+            front.last,
+            Some(4),
+            "the partial interval, to the front end"
+        );
+        assert!(
+            pipeline.held.iter().all(|&h| h),
+            "the front end's hold, every turn"
+        );
+    }
+
+    #[test]
+    fn a_front_end_that_stops_itself_finishes_the_pipeline_too() {
+        let (pipeline, front) = run(false);
+        assert_eq!(front.seen, [1, 2, 3]);
+        assert_eq!(pipeline.finished, 1);
+        assert_eq!(front.last, Some(4));
+    }
 }

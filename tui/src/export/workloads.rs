@@ -277,6 +277,7 @@ impl Workloads {
     }
 
     /// Comms the exporter remembers (members, candidates, retired): the memory bound.
+    #[cfg(test)]
     pub fn remembered(&self) -> usize {
         self.members.len() + self.candidates.len() + self.retired.len()
     }

@@ -386,16 +386,7 @@ mod tests {
             Err(DecodeError::BadSize { claimed: 64, .. })
         ));
         // Deterministic pseudo-random garbage never panics.
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        for len in 0..300 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect();
+        for bytes in crate::fuzz::garbage(0..300) {
             let _ = decode(&bytes);
         }
     }

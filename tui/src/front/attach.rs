@@ -15,7 +15,6 @@ use tokio::sync::mpsc;
 
 use super::app::{self, App, Fed, Feed};
 use crate::{
-    cli,
     model::Snapshot,
     pipeline::RunInfo,
     view::{Link, UiState},
@@ -31,7 +30,17 @@ pub const RETRY: Duration = Duration::from_secs(1);
 /// socket unread, and the tool drops frames for it (counted) rather than wait.
 const AHEAD: usize = 2;
 
-pub fn run(args: &cli::Attach) -> Result<()> {
+/// Where `iotop-bpf attach` attaches.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The tool's socket (a path) or TCP address (HOST:PORT); `None`: the one running tool's
+    /// socket, looked for.
+    pub target: Option<String>,
+    /// The token of a TCP address.
+    pub token: Option<String>,
+}
+
+pub fn run(args: &Options) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

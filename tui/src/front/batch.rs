@@ -6,71 +6,112 @@ use std::io::Write;
 use anyhow::{Context as _, Result};
 
 use crate::{
-    cli::Cli,
     clock,
     model::Snapshot,
-    pipeline::{Pipeline, RunInfo, Step},
+    pipeline::{self, Flow, Front, Pipeline, RunInfo},
     report::{json, text},
     shutdown::Shutdown,
 };
 
-/// Prints every interval until the source ends, `-n` intervals were printed, or a signal
-/// arrives (then the partial interval is printed, so nothing seen before it is lost).
-pub async fn run(cli: &Cli, mut pipeline: Pipeline, out: &mut impl Write) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
+/// What `--batch` and `--json` print (from the command line, or the demo's own).
+#[derive(Clone, Debug)]
+pub struct PrintOptions {
+    /// `--json`: NDJSON rather than text.
+    pub json: bool,
+    /// `-p`: only these processes.
+    pub pids: Vec<u32>,
+    /// `--procs`: processes listed per interval, the rest summed in one row.
+    pub max_procs: usize,
+    /// `-n`: intervals to print before stopping.
+    pub iterations: Option<u64>,
+}
+
+/// Prints every interval until the source ends, `-n` intervals were printed, the reader went
+/// away, or a signal arrives (then the partial interval is printed, so nothing seen before it
+/// is lost): the pipeline's one loop, [`pipeline::drive`].
+pub async fn run(
+    options: &PrintOptions,
+    mut pipeline: Pipeline,
+    out: &mut impl Write,
+) -> Result<()> {
+    let shutdown = Shutdown::install().context("install signal handlers")?;
     let notes = pipeline.notes();
     for note in &notes {
         eprintln!("iotop-bpf: degraded: {note}");
     }
-    let mut printed = 0u64;
-    loop {
-        tokio::select! {
-            biased;
-            () = shutdown.recv() => {
-                if let Some(snap) = pipeline.finish()? {
-                    print(cli, &snap, pipeline.info(), &notes, out)?;
-                }
-                break;
-            }
-            step = pipeline.next() => match step? {
-                Step::Interval(snap) => {
-                    if !print(cli, &snap, pipeline.info(), &notes, out)? {
-                        break; // stdout closed (e.g. `| head`)
-                    }
-                    printed += 1;
-                    if cli.iterations.is_some_and(|n| printed >= n) {
-                        break;
-                    }
-                }
-                Step::End => break,
-            },
-        }
+    let mut printer = Printer {
+        options,
+        info: pipeline.info().clone(),
+        notes,
+        out,
+        printed: 0,
+        shutdown,
+    };
+    pipeline::drive(&mut pipeline, &mut printer).await
+}
+
+/// `--batch` and `--json` as the pipeline's front end.
+struct Printer<'a, W> {
+    options: &'a PrintOptions,
+    info: RunInfo,
+    notes: Vec<String>,
+    out: &'a mut W,
+    printed: u64,
+    shutdown: Shutdown,
+}
+
+impl<W: Write> Front for Printer<'_, W> {
+    async fn other(&mut self) -> Result<Flow> {
+        self.shutdown.recv().await;
+        Ok(Flow::Stop)
     }
-    Ok(())
+
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
+        if !print(self.options, &snap, &self.info, &self.notes, self.out)? {
+            return Ok(Flow::Stop); // stdout closed (e.g. `| head`)
+        }
+        self.printed += 1;
+        Ok(
+            if self.options.iterations.is_some_and(|n| self.printed >= n) {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            },
+        )
+    }
+
+    fn last(&mut self, snap: Box<Snapshot>) -> Result<()> {
+        print(self.options, &snap, &self.info, &self.notes, self.out).map(drop)
+    }
 }
 
 /// Writes one report; `Ok(false)` when the reader went away.
 /// `notes`: what is degraded in this run (in every JSON line, so each stands alone).
 pub fn print(
-    cli: &Cli,
+    options: &PrintOptions,
     snap: &Snapshot,
     info: &RunInfo,
     notes: &[String],
     out: &mut impl Write,
 ) -> Result<bool> {
     let at = info.unix_ms(snap);
-    let body = if cli.json {
+    let body = if options.json {
         json::to_line(
             snap,
             clock::rfc3339(at),
             json::Bounds {
-                pids: &cli.pids,
-                max_procs: cli.max_procs,
+                pids: &options.pids,
+                max_procs: options.max_procs,
             },
             notes,
         ) + "\n"
     } else {
-        text::interval(snap, &clock::time_of_day(at), &cli.pids, cli.max_procs) + "\n"
+        text::interval(
+            snap,
+            &clock::time_of_day(at),
+            &options.pids,
+            options.max_procs,
+        ) + "\n"
     };
     match out.write_all(body.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use ratatui::buffer::Buffer;
 
-use crate::{clock, model::Snapshot, report, view::findings::severity_word};
+use crate::{clock, model::Snapshot, report};
 
 /// The buffer's cells as lines of text, trailing blanks trimmed.
 pub fn screen_text(buffer: &Buffer) -> String {
@@ -45,7 +45,7 @@ pub fn markdown(screen: &str, snap: &Snapshot, host: &str, unix_ms: u64) -> Stri
         let _ = writeln!(
             out,
             "- **{} {}**{state}: {}",
-            severity_word(f.severity),
+            f.severity.short(),
             f.kind.name(),
             f.summary
         );

@@ -7,7 +7,7 @@
 
 use std::{
     os::unix::process::CommandExt as _,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Stdio},
     sync::{
         Arc,
@@ -19,13 +19,23 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
+use iotop_bpf_loopfs::LoopFs;
 
 use super::{app, batch};
-use crate::{
-    cli::{Cli, Demo},
-    pipeline::Pipeline,
-    probe::privilege,
-};
+use crate::{pipeline::Pipeline, probe::privilege};
+
+/// What `iotop-bpf demo` is asked to show.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seconds each step runs.
+    pub step_seconds: u64,
+    /// Text reports with the captions between them, instead of the live view.
+    pub batch: bool,
+    /// Only these steps (by name), in catalogue order; all when empty.
+    pub only: Vec<String>,
+    /// Seconds per interval.
+    pub delay: Duration,
+}
 
 /// One step of the demo.
 #[derive(Debug)]
@@ -113,97 +123,14 @@ fn chosen(only: &[String]) -> Result<Vec<&'static Step>> {
         .collect())
 }
 
-/// Runs a set-up command, saying which and why it failed.
-fn sh(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("run {program} (is it installed?)"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// A filesystem on a loop device over a file in /dev/shm (so the loop's own backing I/O
-/// stays off the disks on screen). Removed on drop.
-struct LoopFs {
-    backing: PathBuf,
-    device: Option<String>,
-    mountpoint: PathBuf,
-    mounted: bool,
-}
-
-impl LoopFs {
-    fn create(fs: &str, size_mib: u64) -> Result<Self> {
-        let tag = format!("iotop-bpf-demo-{}-{fs}", std::process::id());
-        let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() {
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
-        let mut me = Self {
-            backing: base.join(format!("{tag}.img")),
-            device: None,
-            mountpoint: std::env::temp_dir().join(&tag),
-            mounted: false,
-        };
-        let file = std::fs::File::create(&me.backing)
-            .with_context(|| format!("create {}", me.backing.display()))?;
-        file.set_len(size_mib << 20)
-            .with_context(|| format!("size {}", me.backing.display()))?;
-        drop(file);
-        let backing = me.backing.to_string_lossy().into_owned();
-        me.device = Some(sh(
-            "losetup",
-            &["-f", "--show", "--direct-io=off", &backing],
-        )?);
-        let device = me.device.clone().unwrap_or_default();
-        match fs {
-            // 4 KiB blocks even on a small filesystem (mke2fs picks 1 KiB below 512 MiB).
-            "ext4" => sh(
-                "mkfs.ext4",
-                &[
-                    "-q",
-                    "-F",
-                    "-b",
-                    "4096",
-                    "-E",
-                    "lazy_itable_init=0,lazy_journal_init=0",
-                    &device,
-                ],
-            )?,
-            _ => sh("mkfs.xfs", &["-q", "-f", &device])?,
-        };
-        std::fs::create_dir_all(&me.mountpoint)
-            .with_context(|| format!("create {}", me.mountpoint.display()))?;
-        sh("mount", &[&device, &me.mountpoint.to_string_lossy()])?;
-        me.mounted = true;
-        Ok(me)
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        if self.mounted {
-            let target = self.mountpoint.to_string_lossy().into_owned();
-            if sh("umount", &[&target]).is_err() {
-                // Something still holds it (a child that would not die): detach it lazily.
-                let _ = sh("umount", &["-l", &target]);
-            }
-        }
-        if let Some(device) = &self.device {
-            let _ = sh("losetup", &["-d", device]);
-        }
-        let _ = std::fs::remove_dir(&self.mountpoint);
-        let _ = std::fs::remove_file(&self.backing);
-    }
+/// A scratch filesystem named for this demo (`iotop-bpf-demo-PID-FS`, which its test looks
+/// for), on a loop device over a file in /dev/shm (so the loop's own backing I/O stays off the
+/// disks on screen). Removed on drop.
+fn scratch(fs: &str, size_mib: u64) -> Result<LoopFs> {
+    let tag = format!("iotop-bpf-demo-{}-{fs}", std::process::id());
+    // 4 KiB blocks on ext4 even on a small filesystem (mke2fs picks 1 KiB below 512 MiB).
+    let block = (fs == "ext4").then_some(4096);
+    LoopFs::create(&tag, fs, size_mib, block).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// Kills a step's workload and everything it started (its own process group).
@@ -288,7 +215,7 @@ fn drive(
     say(OVER.into());
 }
 
-pub fn run(args: &Demo) -> Result<()> {
+pub fn run(args: &Options) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
@@ -297,10 +224,10 @@ pub fn run(args: &Demo) -> Result<()> {
     }
     let steps = chosen(&args.only)?;
     let env = privilege::check()?;
-    let ext4 = LoopFs::create("ext4", 1024).context("make the scratch ext4 filesystem")?;
+    let ext4 = scratch("ext4", 1024).context("make the scratch ext4 filesystem")?;
     // XFS when its tools are there; the direct-I/O step runs on ext4 otherwise.
     let xfs = if steps.iter().any(|s| s.xfs) {
-        LoopFs::create("xfs", 512).ok()
+        scratch("xfs", 512).ok()
     } else {
         None
     };
@@ -309,25 +236,15 @@ pub fn run(args: &Demo) -> Result<()> {
         xfs.as_ref().map(|x| x.mountpoint.clone()),
     );
     let step_time = Duration::from_secs(args.step_seconds);
-    let cli = Cli {
-        batch: args.batch,
+    // The demo's own options for the front ends: every process, no limit, no recording. It
+    // publishes nothing for viewers: it is shown, not shared (no endpoint is bound for it).
+    let print = batch::PrintOptions {
         json: false,
-        delay: args.delay,
-        iterations: None,
-        record: None,
-        replay: None,
-        speed: 1.0,
         pids: Vec::new(),
         max_procs: crate::report::DEFAULT_MAX_PROCS,
-        listen: None,
-        top: crate::export::workloads::DEFAULT_TOP,
-        // The demo publishes nothing: it is shown, not shared.
-        viewers: crate::cli::Viewers {
-            no_viewers: true,
-            ..Default::default()
-        },
-        command: None,
+        iterations: None,
     };
+    let view = app::ViewOptions::default();
     let stopping = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -360,9 +277,9 @@ pub fn run(args: &Demo) -> Result<()> {
         let result = runtime.block_on(async {
             let pipeline = Pipeline::live(&env, args.delay, None, None)?;
             if args.batch {
-                batch::run(&cli, pipeline, &mut std::io::stdout()).await
+                batch::run(&print, pipeline, &mut std::io::stdout()).await
             } else {
-                app::run_captioned(&cli, pipeline, Some(rx), None).await
+                app::run_captioned(&view, pipeline, Some(rx), None).await
             }
         });
         stopping.store(true, Ordering::Relaxed);
@@ -425,6 +342,7 @@ mod tests {
         }
     }
 
+    // The one use of the command line in the commands: the steps' `iotop-bpf workload ...`.
     #[test]
     fn every_step_names_a_workload_that_parses() {
         use clap::Parser as _;
@@ -433,7 +351,7 @@ mod tests {
                 .chain(std::iter::once("workload".to_string()))
                 .chain(step.args.iter().map(|a| a.replace("{dir}", "/tmp/x")))
                 .collect();
-            Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{}: {e}", step.name));
+            crate::cli::Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{}: {e}", step.name));
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The commands, together: each drives the pipeline (or, for `attach`, a viewer's link) to
-//! its own end. Nothing below imports them; `main.rs` picks one.
+//! its own end. Nothing below imports them; the dispatch in `lib.rs` picks one.
 //!
-//! - [`app`]: the live view (its state machine, its loop `app::drive`, and `w`'s [`capture`]);
+//! - [`app`]: the live view (its state machine, its front end of `pipeline::drive` and its loop
+//!   over a viewer's link `app::drive`, and `w`'s [`capture`]);
 //! - [`attach`]: the live view of another run's intervals, over the viewers' socket;
 //! - [`batch`]: `--batch` and `--json`, the intervals printed as text or NDJSON;
 //! - [`serve`]: no screen, the pipeline for the exporter and the viewers;

@@ -4,12 +4,15 @@
 //! `report::timeline::Timeline`, and writes the page (`report::html`) or one heat map. It
 //! only reads a file: no privileges, no probes.
 
-use std::{io::Write as _, os::unix::fs::OpenOptionsExt as _, path::Path};
+use std::{
+    io::Write as _,
+    os::unix::fs::OpenOptionsExt as _,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    cli::{HeatLatency, Report},
     pipeline::{Pipeline, Step},
     report::{
         html::{self, DiskLatency, HeatMapSpec, Meta},
@@ -17,7 +20,33 @@ use crate::{
     },
 };
 
-pub fn run(args: &Report) -> Result<()> {
+/// What `iotop-bpf report` is asked to draw.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The recording (from --record).
+    pub recording: PathBuf,
+    /// The page to write (FILE.html), or one heat map (FILE.svg).
+    pub output: PathBuf,
+    /// For .svg: the disk to draw (default: the busiest).
+    pub disk: Option<String>,
+    /// For .svg: a process to draw instead of a disk.
+    pub pid: Option<u32>,
+    /// For .svg: which latency (default: device time for a disk, sync calls for a process).
+    pub latency: Option<HeatLatency>,
+    /// Processes per table.
+    pub top: usize,
+}
+
+/// The latency a standalone heat map shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeatLatency {
+    Total,
+    Queue,
+    Device,
+    Sync,
+}
+
+pub fn run(args: &Options) -> Result<()> {
     let kind = match args
         .output
         .extension()
@@ -54,7 +83,7 @@ enum Output {
 
 /// The heat map `-o FILE.svg` asks for: `--disk` or `--pid`, else the busiest disk; the
 /// arguments checked here, the recording's contents by the drawing.
-fn heat_map(meta: &Meta, timeline: &Timeline, args: &Report) -> Result<String> {
+fn heat_map(meta: &Meta, timeline: &Timeline, args: &Options) -> Result<String> {
     let spec = if let Some(pid) = args.pid {
         let sync = match args.latency {
             Some(HeatLatency::Sync) => Some(true),
@@ -137,7 +166,7 @@ mod tests {
     fn one_svg_heat_map_for_slides() {
         let (info, t) = timeline();
         let dir = std::env::temp_dir();
-        let args = |disk: Option<&str>, pid: Option<u32>, latency| Report {
+        let args = |disk: Option<&str>, pid: Option<u32>, latency| Options {
             recording: dir.join("unused"),
             output: dir.join("x.svg"),
             disk: disk.map(String::from),

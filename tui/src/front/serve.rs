@@ -4,23 +4,30 @@
 use anyhow::{Context as _, Result};
 
 use crate::{
-    pipeline::{Pipeline, Step},
+    model::Snapshot,
+    pipeline::{self, Flow, Front, Pipeline},
     shutdown::Shutdown,
 };
 
 pub async fn run(mut pipeline: Pipeline) -> Result<()> {
-    let mut shutdown = Shutdown::install().context("install signal handlers")?;
+    let shutdown = Shutdown::install().context("install signal handlers")?;
     for note in pipeline.notes() {
         eprintln!("iotop-bpf: degraded: {note}");
     }
-    loop {
-        tokio::select! {
-            biased;
-            () = shutdown.recv() => break,
-            step = pipeline.next() => if let Step::End = step? {
-                break;
-            },
-        }
+    // The exporter and the viewers are taps: each interval reaches them before it comes here.
+    pipeline::drive(&mut pipeline, &mut Serving(shutdown)).await
+}
+
+/// `serve` as the pipeline's front end: nothing to do with an interval, until a signal.
+struct Serving(Shutdown);
+
+impl Front for Serving {
+    async fn other(&mut self) -> Result<Flow> {
+        self.0.recv().await;
+        Ok(Flow::Stop)
     }
-    Ok(())
+
+    fn interval(&mut self, _snap: Box<Snapshot>) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
 }

@@ -52,16 +52,7 @@ impl Column {
         let last = hist.slots.iter().rposition(|&n| n > 0).unwrap_or(first);
         let mut data = Vec::with_capacity(last + 1 - first);
         for &n in &hist.slots[first..=last] {
-            let mut n = n;
-            loop {
-                let byte = (n & 0x7f) as u8;
-                n >>= 7;
-                if n == 0 {
-                    data.push(byte);
-                    break;
-                }
-                data.push(byte | 0x80);
-            }
+            crate::varint::put(&mut data, n);
         }
         #[expect(clippy::cast_possible_truncation, reason = "SLOTS is 32")]
         Self {
@@ -74,17 +65,10 @@ impl Column {
     /// Counts per slot.
     pub fn hist(&self) -> Log2Hist {
         let mut out = Log2Hist::default();
-        let mut bytes = self.data.iter();
+        let mut at = 0;
         for slot in usize::from(self.lo)..usize::from(self.lo) + usize::from(self.len) {
-            let mut n = 0u64;
-            let mut shift = 0;
-            for &b in bytes.by_ref() {
-                n |= u64::from(b & 0x7f) << shift;
-                shift += 7;
-                if b & 0x80 == 0 || shift >= 64 {
-                    break;
-                }
-            }
+            // Written by `of`: whole, and of at most 64 bits.
+            let n = crate::varint::read(&self.data, &mut at).unwrap_or(0);
             if slot < SLOTS {
                 out.slots[slot] = n;
             }
@@ -92,6 +76,7 @@ impl Column {
         out
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -199,19 +184,11 @@ impl ProcPoint {
     }
 }
 
-fn active(f: &ProcFigures) -> bool {
-    f.ios() > 0
-        || f.sync.syncs > 0
-        || f.dstate_ns > 0
-        || f.sync.charged_write_bytes > 0
-        || f.waited()
-}
-
 /// The processes worth remembering of an interval: the busiest by bytes, by time in sync
 /// calls and by time in D, plus `pinned` (the selected process, so its heat map has no
 /// holes while it is quiet), at most [`MAX_PROCS`].
 fn chosen_procs(snap: &Snapshot, pinned: Option<u32>) -> Vec<&ProcRow> {
-    let active: Vec<&ProcRow> = snap.procs.iter().filter(|p| active(&p.interval)).collect();
+    let active: Vec<&ProcRow> = snap.procs.iter().filter(|p| p.interval.active()).collect();
     let mut chosen: Vec<&ProcRow> = Vec::new();
     let mut take = |key: fn(&ProcFigures) -> u64, n: usize| {
         let mut ranked: Vec<&ProcRow> = active
@@ -359,11 +336,13 @@ impl History {
     }
 
     /// Snapshots kept for stepping back.
+    #[cfg(test)]
     pub fn kept(&self) -> usize {
         self.snapshots.len()
     }
 
     /// Bytes held: (compact intervals, DVR snapshots).
+    #[cfg(test)]
     pub fn bytes(&self) -> (usize, usize) {
         (self.frame_bytes, self.snapshot_bytes)
     }
@@ -380,7 +359,7 @@ fn slim(snap: &Snapshot) -> Snapshot {
     let mut kept: Vec<&ProcRow> = snap
         .procs
         .iter()
-        .filter(|p| active(&p.interval) || named(p.tgid))
+        .filter(|p| p.interval.active() || named(p.tgid))
         .collect();
     if kept.len() > DVR_PROCS {
         let weight = |p: &ProcRow| {

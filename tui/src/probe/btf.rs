@@ -23,6 +23,7 @@ pub enum BtfError {
     NoEnumValue(String),
     #[error("no raw tracepoint {0} in the kernel's BTF (no btf_trace_{0})")]
     NoTracepoint(String),
+    #[cfg(test)]
     #[error("raw tracepoint {0}: argument {1} is not a pointer to a struct")]
     NotAStructPointer(String, usize),
 }
@@ -380,11 +381,12 @@ impl Btf {
     }
 
     /// Byte offset of `strukt.member`, looking into anonymous unions and structs.
+    #[cfg(test)]
     pub fn member_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
         self.member_bit_offset(strukt, member).map(|bits| bits / 8)
     }
 
-    /// Bit offset of `strukt.member` (a bitfield's own bit), as [`Btf::member_offset`].
+    /// Bit offset of `strukt.member` (a bitfield's own bit), as `Btf::member_offset`.
     pub fn member_bit_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
         let id = *self
             .structs
@@ -496,6 +498,7 @@ impl Btf {
     /// The struct that raw tracepoint `tracepoint`'s argument `arg` (0: the first argument
     /// a raw tracepoint program sees) points to, from its `btf_trace_<tracepoint>` prototype
     /// (whose first parameter is the context, not an argument).
+    #[cfg(test)]
     pub fn raw_tracepoint_arg_struct(
         &self,
         tracepoint: &str,
@@ -528,6 +531,7 @@ impl Btf {
 
     /// How many arguments raw tracepoint `tracepoint` passes (its prototype's parameters but
     /// the context).
+    #[cfg(test)]
     pub fn raw_tracepoint_arg_count(&self, tracepoint: &str) -> Result<usize, BtfError> {
         let missing = || BtfError::NoTracepoint(tracepoint.to_string());
         let typedef = *self.tracepoints.get(tracepoint).ok_or_else(missing)?;

@@ -71,7 +71,6 @@ impl Default for Access {
     }
 }
 
-pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_SYS_RESOURCE: u32 = 24;
 
 impl Access {
@@ -161,6 +160,7 @@ impl KernelFacts {
     }
 
     /// A captured record (JSON from `check --facts`).
+    #[cfg(test)]
     pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text)
     }
@@ -170,6 +170,7 @@ impl KernelFacts {
     }
 
     /// Questions a captured record could not answer (empty on a live kernel).
+    #[cfg(test)]
     pub fn unanswered(&self) -> Vec<String> {
         self.unanswered.borrow().clone()
     }

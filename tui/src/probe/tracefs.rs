@@ -191,6 +191,7 @@ impl Tracefs {
         })
     }
 
+    #[cfg(test)]
     pub fn at(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
     }

@@ -21,15 +21,6 @@ use crate::{
     units,
 };
 
-/// `CRIT`, `WARN`, `INFO`: as the live view and the text report write them.
-fn severity_word(severity: Severity) -> &'static str {
-    match severity {
-        Severity::Critical => "CRIT",
-        Severity::Warning => "WARN",
-        Severity::Info => "INFO",
-    }
-}
-
 /// An evidence value as text (ratios with one decimal, as the findings print them).
 pub fn evidence_text(value: &Evidence) -> String {
     match value {
@@ -201,12 +192,7 @@ pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
             .map(|(i, track)| {
                 let f = &track.finding;
                 BarRow {
-                    label: format!(
-                        "{} {} {}",
-                        severity_word(f.severity),
-                        f.kind.name(),
-                        subject(f, t)
-                    ),
+                    label: format!("{} {} {}", f.severity.short(), f.kind.name(), subject(f, t)),
                     class: match f.severity {
                         Severity::Critical => "crit",
                         Severity::Warning => "warn",
@@ -244,7 +230,7 @@ pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
                 out,
                 "<div class=\"finding {}\" id=\"finding-{i}\"><div class=\"sum\">{} {}: {}</div>",
                 f.severity.name(),
-                severity_word(f.severity),
+                f.severity.short(),
                 esc(f.kind.name()),
                 esc(&f.summary)
             );

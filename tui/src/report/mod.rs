@@ -75,20 +75,7 @@ pub fn active_procs<'a>(snap: &'a Snapshot, pids: &[u32]) -> Vec<&'a ProcRow> {
     let mut procs: Vec<&ProcRow> = snap
         .procs
         .iter()
-        .filter(|p| {
-            let s = &p.interval.sync;
-            p.interval.ios() > 0
-                // Writes into the page cache, which write-back will carry to a disk.
-                || p.interval.logical_write_bytes > 0
-                || p.interval.writeback_bytes > 0
-                || s.syncs > 0
-                // Calls settled in this interval (a short-lived process's cost arrives after
-                // its calls, when it may have nothing else to report).
-                || s.small.calls + s.large.calls + s.unmeasured.calls + s.empty > 0
-                || s.charged_write_bytes > 0
-                || p.interval.dstate_ns > 0
-                || p.interval.waited()
-        })
+        .filter(|p| p.interval.active())
         .filter(|p| pids.is_empty() || pids.contains(&p.tgid))
         .collect();
     procs.sort_by(|a, b| {

@@ -175,6 +175,7 @@ impl Timeline {
     }
 
     /// Buckets in use.
+    #[cfg(test)]
     pub fn buckets(&self) -> usize {
         usize::try_from(self.intervals.div_ceil(self.per_bucket)).unwrap_or(usize::MAX)
     }

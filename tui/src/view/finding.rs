@@ -171,7 +171,7 @@ pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, them
     let state = if group.active() { "active" } else { "ended" };
     let head = format!(
         " {symbol} {} {} {} — {state} ",
-        findings::severity_word(group.severity()),
+        group.severity().short(),
         group.key.kind.name(),
         findings::who(group)
     );

@@ -47,14 +47,6 @@ pub fn severity_of(snap: &Snapshot, tgid: u32) -> Option<Severity> {
         .max()
 }
 
-pub fn severity_word(severity: Severity) -> &'static str {
-    match severity {
-        Severity::Critical => "CRIT",
-        Severity::Warning => "WARN",
-        Severity::Info => "INFO",
-    }
-}
-
 /// What folds findings into one line: the same kind, program and file, whatever the pid
 /// (a loop of `git` processes is one pattern, not one line per pid). A finding about a disk
 /// has no pid and keeps its disk apart.
@@ -227,7 +219,7 @@ pub fn line(group: &Group, now_ns: u64, width: usize, theme: &Theme) -> Line<'st
     let severity = group.severity();
     let (symbol, sev_style) = theme.severity(severity);
     let active = group.active();
-    let head = format!("{symbol} {} ", severity_word(severity));
+    let head = format!("{symbol} {} ", severity.short());
     let kind = format!("{} ", group.key.kind.name());
     let who = format!("{} ", who(group));
     let state = if active {

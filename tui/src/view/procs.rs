@@ -292,37 +292,27 @@ fn compare(a: &ProcRow, b: &ProcRow, ui: &UiState) -> Ordering {
 /// PROCS) and its `comm` the cgroup's name. Latency percentiles come from the members' log2
 /// histograms (each the upper bound of its slot): coarser than a process's.
 pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
-    let mut groups: std::collections::BTreeMap<String, Vec<&ProcFigures>> =
-        std::collections::BTreeMap::new();
-    for row in visible(snap, ui) {
-        let name = row
-            .cgroup
-            .as_ref()
-            .map_or_else(|| NO_CGROUP.to_string(), |c| c.name.clone());
-        groups.entry(name).or_default().push(figures(row, ui));
-    }
-    let mut rows: Vec<ProcRow> = groups
-        .into_iter()
-        .map(|(name, members)| ProcRow {
-            tgid: u32::try_from(members.len()).unwrap_or(u32::MAX),
-            comm: name,
-            kernel_thread: false,
-            exited: false,
-            cgroup: None,
-            interval: ProcFigures::sum(members),
-            since_start: None,
-            devices: Vec::new(),
-            recent_syncs: Vec::new(),
-            io_limits: None,
-            dirty_state: None,
-        })
-        .collect();
+    let visible = visible(snap, ui);
+    let mut rows: Vec<ProcRow> =
+        crate::model::cgroups(visible.iter().map(|&row| (row, figures(row, ui))))
+            .into_iter()
+            .map(|group| ProcRow {
+                tgid: u32::try_from(group.members).unwrap_or(u32::MAX),
+                comm: group.name,
+                kernel_thread: false,
+                exited: false,
+                cgroup: None,
+                interval: group.figures,
+                since_start: None,
+                devices: Vec::new(),
+                recent_syncs: Vec::new(),
+                io_limits: None,
+                dirty_state: None,
+            })
+            .collect();
     rows.sort_by(|a, b| compare(a, b, ui));
     rows
 }
-
-/// The group of processes whose requests carried no cgroup.
-const NO_CGROUP: &str = "(unknown)";
 
 /// One column of the table.
 struct Column {

@@ -34,6 +34,7 @@ pub enum SortKey {
 }
 
 impl SortKey {
+    #[cfg(test)]
     pub const ALL: [Self; 13] = [
         Self::Pid,
         Self::Comm,
@@ -66,18 +67,6 @@ impl SortKey {
             Self::Amplification => "AMP",
             Self::DState => "time in D",
         }
-    }
-
-    fn index(self) -> usize {
-        Self::ALL.iter().position(|&k| k == self).unwrap_or(0)
-    }
-
-    pub fn next(self) -> Self {
-        Self::ALL[(self.index() + 1) % Self::ALL.len()]
-    }
-
-    pub fn prev(self) -> Self {
-        Self::ALL[(self.index() + Self::ALL.len() - 1) % Self::ALL.len()]
     }
 
     /// Names and pids read best ascending, rates and latencies descending.

@@ -253,6 +253,7 @@ impl Hub {
     }
 
     /// Viewers attached now.
+    #[cfg(test)]
     pub fn viewers(&self) -> usize {
         self.fanout
             .lock()

@@ -431,10 +431,12 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-/// A loop device over a sparse 1 GiB file in /dev/shm, detached and deleted on drop.
+/// A loop device over a sparse 1 GiB file in /dev/shm, detached and deleted on drop: the
+/// demo's and the tests' (`iotop-bpf-loopfs`), without a filesystem (fio writes to it).
 struct LoopDevice {
-    file: PathBuf,
+    /// `/dev/loop7`.
     dev: String,
+    _device: iotop_bpf_loopfs::LoopDevice,
 }
 
 impl LoopDevice {
@@ -443,46 +445,18 @@ impl LoopDevice {
             "/dev/shm/iotop-bpf-bench-{}.img",
             std::process::id()
         ));
-        let result = fs::File::create(&file)
-            .and_then(|f| f.set_len(1 << 30))
-            .with_context(|| format!("creating {}", file.display()))
-            .and_then(|()| {
-                stdout_of(
-                    cmd("losetup")
-                        .args(["-f", "--show", "--direct-io=off"])
-                        .arg(&file),
-                )
-            });
-        match result {
-            Ok(out) => {
-                let device = Self {
-                    file,
-                    dev: out.trim().to_owned(),
-                };
-                // A loop device keeps the scheduler its last user set (a test's mq-deadline
-                // costs every tracer's probes, and the queue, more per request): the shapes
-                // are measured without one, as a loop device comes.
-                let name = device.dev.trim_start_matches("/dev/");
-                fs::write(format!("/sys/block/{name}/queue/scheduler"), "none")
-                    .with_context(|| format!("setting {name}'s scheduler to none"))?;
-                Ok(device)
-            }
-            Err(err) => {
-                let _ = fs::remove_file(&file);
-                Err(err)
-            }
-        }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        if let Err(err) = run(cmd("losetup").args(["-d", &self.dev])) {
-            eprintln!("warning: could not detach {}: {err:#}", self.dev);
-        }
-        if let Err(err) = fs::remove_file(&self.file) {
-            eprintln!("warning: could not remove {}: {err}", self.file.display());
-        }
+        let device =
+            iotop_bpf_loopfs::LoopDevice::create(file, 1 << 30).map_err(anyhow::Error::msg)?;
+        // A loop device keeps the scheduler its last user set (a test's mq-deadline costs
+        // every tracer's probes, and the queue, more per request): the shapes are measured
+        // without one, as a loop device comes.
+        device
+            .scheduler_none()
+            .with_context(|| format!("setting {}'s scheduler to none", device.name))?;
+        Ok(Self {
+            dev: device.device.clone(),
+            _device: device,
+        })
     }
 }
 

@@ -126,7 +126,7 @@ impl Tree {
 
     /// The drawing of the rooms below `scope` (one level down), each arrow with where it is
     /// named. `tops` are rooms drawn even when nothing is declared below the scope for them
-    /// (the binary's `main`).
+    /// (the binary's `main`, which also holds the items of the library's root).
     pub(super) fn drawing(&self, scope: &[&str], tops: &[&str]) -> Drawing {
         let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
         let room_of = |path: &[String]| -> Option<String> {
@@ -140,7 +140,9 @@ impl Tree {
                 Some(room) => Some(room.clone()),
                 // The scope's own items (the model's `FastMap`): its front door.
                 None if !scope.is_empty() => Some("(root)".into()),
-                None => None,
+                // The library's root holds the binary's `main` (`main.rs` only calls it): its
+                // arrows are the first top room's.
+                None => tops.first().map(|top| top.to_string()),
             }
         };
         let mut drawing = Drawing::default();

@@ -12,6 +12,7 @@
 
 use crate::model::FastMap;
 use crate::model::{BlockIo, Comm, Dev, Dirtier, Input, Op};
+use crate::varint::{self, put as put_varint};
 
 /// Interned tasks or devices at most; then both tables start over.
 pub const MAX_INTERNED: usize = 1 << 16;
@@ -55,14 +56,6 @@ pub struct Decoder {
     tasks: Vec<Task>,
     devs: Vec<Dev>,
     tables: Tables,
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -190,16 +183,10 @@ struct Fields<'a> {
 
 impl Fields<'_> {
     fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *self.bytes.get(self.at).ok_or("a record ends in a number")?;
-            self.at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("a number longer than 64 bits".to_string())
+        varint::read(self.bytes, &mut self.at).map_err(|bad| match bad {
+            varint::Bad::Ends => "a record ends in a number".to_string(),
+            varint::Bad::TooLong => "a number longer than 64 bits".to_string(),
+        })
     }
 
     fn u32(&mut self) -> Result<u32, String> {
@@ -462,16 +449,7 @@ mod tests {
         assert!(dec.decode(KIND_JSON, b"{").is_err());
         assert_eq!(split(&[KIND_BLOCK, 0x85]), None, "a length without its end");
         assert_eq!(split(&[KIND_BLOCK, 5, 1, 2]), None, "a record cut short");
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        for len in 0..200 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect();
+        for bytes in crate::fuzz::garbage(0..200) {
             let _ = split(&bytes);
             let _ = dec.decode(bytes.first().copied().unwrap_or(0) % 6, &bytes);
         }

@@ -28,7 +28,9 @@ use iotop_bpf_common::{
     tracepoint::FieldOffsets,
 };
 
-pub use self::durable::{SyncSource, SyncSourceKind};
+pub use self::durable::SyncSource;
+#[cfg(test)]
+pub use self::durable::SyncSourceKind;
 use super::facts::KernelFacts;
 
 /// Where a program attaches.

@@ -1,0 +1,279 @@
+//! The live view's loops: over a pipeline (the pipeline's own, `pipeline::drive`, with
+//! [`LiveFront`]) and over an attached viewer's link ([`drive`]), both through one [`Screen`].
+
+use anyhow::{Context as _, Result};
+use crossterm::event::EventStream;
+use futures::StreamExt as _;
+
+use super::{App, Flow};
+use crate::{
+    history::History,
+    model::Snapshot,
+    pipeline::{self, Front, Pipeline, RunInfo},
+    shutdown::Shutdown,
+    term::TerminalGuard,
+    view::{Link, UiState},
+};
+
+/// What the live view is asked to do (from the command line, or the demo's own).
+#[derive(Clone, Debug, Default)]
+pub struct ViewOptions {
+    /// `-p`: the processes the filter starts with.
+    pub pids: Vec<u32>,
+    /// The recording replayed, if it is one (`--replay`).
+    pub replay: Option<std::path::PathBuf>,
+    /// `-n`: intervals to show before quitting.
+    pub iterations: Option<u64>,
+}
+
+/// The view's starting state: `-p PID` becomes the filter.
+fn initial_ui(options: &ViewOptions, info: &RunInfo, notes: Vec<String>) -> UiState {
+    UiState {
+        host: info.host.clone(),
+        kernel: info.kernel.clone(),
+        started_unix_ms: info.started_unix_ms,
+        notes,
+        filter: options
+            .pids
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        ..UiState::default()
+    }
+}
+
+/// The live view over a pipeline (the probes, or a recording replayed at its recorded pace
+/// times `--speed`, where pause stops the clock). The pipeline is started before the
+/// terminal is taken, so a failure to load the probes prints plainly. `startup`: a message
+/// for the key line until the first key (where viewers attach).
+pub async fn run(options: &ViewOptions, pipeline: Pipeline, startup: Option<String>) -> Result<()> {
+    run_captioned(options, pipeline, None, startup).await
+}
+
+/// How often captions are looked for (the demo changes them every few seconds at most).
+const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// [`run`], with captions (the demo's) shown on the key line as they arrive.
+pub async fn run_captioned(
+    options: &ViewOptions,
+    mut pipeline: Pipeline,
+    captions: Option<std::sync::mpsc::Receiver<String>>,
+    startup: Option<String>,
+) -> Result<()> {
+    let mut notes = pipeline.notes();
+    if let Some(path) = &options.replay {
+        notes.insert(0, format!("replaying {}", path.display()));
+    }
+    let mut ui = initial_ui(options, pipeline.info(), notes);
+    ui.message = startup;
+    let mut front = LiveFront {
+        screen: Screen::enter(App::new(ui))?,
+        captions,
+        caption_poll: tokio::time::interval(CAPTION_POLL),
+        replay: options.replay.clone(),
+        limit: options.iterations,
+        intervals: 0,
+    };
+    pipeline::drive(&mut pipeline, &mut front).await
+}
+
+/// What the live view is fed, besides keys.
+pub enum Fed {
+    /// An interval closed.
+    Interval(Box<Snapshot>),
+    /// The demo's caption for its next step: the findings board starts clear.
+    Caption(String),
+    /// No interval will come any more (the end of a recording): said on the key line.
+    Ended(String),
+    /// The tool a viewer is attached to (again): its header and notes. `fresh`: another
+    /// run than before (another tool, or restarted), whose intervals start a new history.
+    Run {
+        info: RunInfo,
+        notes: Vec<String>,
+        fresh: bool,
+    },
+    /// The link of an attached viewer to its tool changed.
+    Link(Link),
+    /// Stop (`-n` intervals shown).
+    Quit,
+}
+
+/// Where the live view's intervals come from: a [`Pipeline`] (the probes, a recording, the
+/// demo) or a running tool's published intervals (`attach`).
+pub trait Feed {
+    /// Waits for what comes next. Cancel-safe: the loop waits for keys and signals beside it.
+    fn next(&mut self) -> impl Future<Output = Result<Fed>>;
+    /// The view was paused or resumed (a paced replay stops its clock while paused).
+    fn hold(&mut self, _paused: bool) {}
+}
+
+impl App {
+    /// Takes in what the feed gave.
+    pub fn apply(&mut self, fed: Fed) -> Flow {
+        match fed {
+            Fed::Interval(snap) => self.update(*snap),
+            Fed::Caption(caption) => {
+                self.clear_board();
+                self.ui.caption = Some(caption);
+            }
+            Fed::Ended(note) => self.ui.notes = vec![note],
+            Fed::Run { info, notes, fresh } => {
+                self.ui.host = info.host;
+                self.ui.kernel = info.kernel;
+                self.ui.started_unix_ms = info.started_unix_ms;
+                self.ui.notes = notes;
+                if fresh {
+                    // The old run's intervals are not this one's past.
+                    self.history = History::default();
+                    self.shown = Snapshot::default();
+                    self.ui.paused = false;
+                    self.ui.back = 0;
+                    self.settle();
+                }
+            }
+            Fed::Link(link) => {
+                // What the key line said (where it attached) gives way to why it is lost.
+                if matches!(link, Link::Lost { .. }) {
+                    self.ui.message = None;
+                }
+                self.ui.link = Some(link);
+            }
+            Fed::Quit => return Flow::Quit,
+        }
+        Flow::Continue
+    }
+}
+
+/// The screen of a live view: the terminal taken (and given back on drop), the keys and the
+/// signals, and the [`App`] drawn on it.
+struct Screen {
+    app: App,
+    shutdown: Shutdown,
+    guard: TerminalGuard,
+    input: EventStream,
+}
+
+impl Screen {
+    /// Takes the terminal and draws the app.
+    fn enter(mut app: App) -> Result<Self> {
+        let shutdown = Shutdown::install().context("install signal handlers")?;
+        let mut guard = TerminalGuard::enter()?;
+        app.draw(guard.terminal())?;
+        Ok(Self {
+            app,
+            shutdown,
+            guard,
+            input: EventStream::new(),
+        })
+    }
+
+    /// Waits for a signal (quit) or a key, which it answers and redraws. Cancel-safe.
+    async fn keys(&mut self) -> Result<Flow> {
+        tokio::select! {
+            biased;
+            () = self.shutdown.recv() => Ok(Flow::Quit),
+            event = self.input.next() => match event {
+                Some(Ok(event)) => {
+                    if self.app.on_event(&event) == Flow::Quit {
+                        return Ok(Flow::Quit);
+                    }
+                    self.app.draw(self.guard.terminal())?;
+                    Ok(Flow::Continue)
+                }
+                Some(Err(e)) => Err(e).context("read the terminal"),
+                None => Ok(Flow::Quit),
+            },
+        }
+    }
+
+    /// Takes in what the feed gave and redraws.
+    fn take(&mut self, fed: Fed) -> Result<Flow> {
+        if self.app.apply(fed) == Flow::Quit {
+            return Ok(Flow::Quit);
+        }
+        self.app.draw(self.guard.terminal())?;
+        Ok(Flow::Continue)
+    }
+}
+
+/// The live view's loop over a [`Feed`] (an attached viewer's link): takes the terminal,
+/// draws, answers keys and signals, and gives the terminal back however it ends. Over a
+/// pipeline, the loop is the pipeline's own ([`pipeline::drive`], with [`LiveFront`]).
+pub async fn drive(app: App, mut feed: impl Feed) -> Result<()> {
+    let mut screen = Screen::enter(app)?;
+    loop {
+        feed.hold(screen.app.ui.paused);
+        tokio::select! {
+            biased;
+            flow = screen.keys() => if flow? == Flow::Quit {
+                break;
+            },
+            fed = feed.next() => if screen.take(fed?)? == Flow::Quit {
+                break;
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The live view as a [`Pipeline`]'s front end (the probes, a recording, the demo), with the
+/// demo's captions.
+struct LiveFront {
+    screen: Screen,
+    captions: Option<std::sync::mpsc::Receiver<String>>,
+    caption_poll: tokio::time::Interval,
+    /// The recording replayed, if it is one.
+    replay: Option<std::path::PathBuf>,
+    /// `-n`: intervals to show before quitting.
+    limit: Option<u64>,
+    intervals: u64,
+}
+
+/// The live view's flow as the pipeline's loop's.
+fn flow(flow: Flow) -> pipeline::Flow {
+    match flow {
+        Flow::Continue => pipeline::Flow::Continue,
+        Flow::Quit => pipeline::Flow::Stop,
+    }
+}
+
+impl Front for LiveFront {
+    async fn other(&mut self) -> Result<pipeline::Flow> {
+        loop {
+            tokio::select! {
+                biased;
+                keys = self.screen.keys() => return keys.map(flow),
+                _ = self.caption_poll.tick(), if self.captions.is_some() => {
+                    let latest = self.captions.as_ref().and_then(|rx| rx.try_iter().last());
+                    if let Some(caption) = latest {
+                        return self.screen.take(Fed::Caption(caption)).map(flow);
+                    }
+                }
+            }
+        }
+    }
+
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<pipeline::Flow> {
+        self.intervals += 1;
+        if self.screen.take(Fed::Interval(snap))? == Flow::Quit
+            || self.limit.is_some_and(|n| self.intervals >= n)
+        {
+            return Ok(pipeline::Flow::Stop);
+        }
+        Ok(pipeline::Flow::Continue)
+    }
+
+    fn ended(&mut self) -> Result<pipeline::Flow> {
+        let note = match &self.replay {
+            Some(path) => format!("end of the recording {} (q quits)", path.display()),
+            None => "no more intervals (q quits)".to_string(),
+        };
+        // The view stays until q.
+        self.screen.take(Fed::Ended(note)).map(flow)
+    }
+
+    fn held(&self) -> bool {
+        self.screen.app.ui.paused
+    }
+}
