@@ -62,7 +62,8 @@ const TARGET_CPU_PCT_AT_200K: f64 = 5.0;
 const TARGET_RSS_MIB: f64 = 40.0;
 const TARGET_RECORDING_BYTES_PER_EVENT: f64 = 24.0;
 const TARGET_QUIT_MS: f64 = 250.0;
-const TARGET_FIRST_FRAME_MS: f64 = 300.0;
+/// Issue 20 (issue 9 had asked 300 ms).
+const TARGET_FIRST_FRAME_MS: f64 = 250.0;
 /// Events per second for the CPU, memory and recording figures.
 const LOAD_IOPS: u32 = 200_000;
 
