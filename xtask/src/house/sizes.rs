@@ -19,10 +19,10 @@ pub(super) const LONG_FN: usize = 120;
 
 /// How many long files and functions (not exceptions) the house may still carry: 15 files
 /// and 22 functions when the check was written (issue 21), 12 files once report/json.rs,
-/// model/src/input.rs and model/src/snapshot.rs were split, 10 once the model's tests were, 9
-/// once the view's render tests were, 8 once the processes pane's columns were. They may
-/// only go down.
-const SIZE_LIMITS: (usize, usize) = (8, 22);
+/// model/src/input.rs and model/src/snapshot.rs were split, 10 once the model's tests were,
+/// 9 once the view's render tests were, 8 once the processes pane's columns were, 7 once
+/// model/src/procs.rs was. They may only go down.
+const SIZE_LIMITS: (usize, usize) = (7, 22);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[
