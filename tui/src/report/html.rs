@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, Result, bail};
 
 use super::{
-    svg::{self, BarRow, Scale, TimeAxis, esc},
+    svg::{self, TimeAxis, esc},
     timeline::{DiskCell, ProcTrack, Timeline},
 };
 use crate::{
@@ -20,6 +20,8 @@ use crate::{
     model::{Log2Hist, findings::Severity},
     units,
 };
+
+mod sections;
 
 /// `CRIT`, `WARN`, `INFO`: as the live view and the text report write them.
 fn severity_word(severity: Severity) -> &'static str {
@@ -177,272 +179,13 @@ pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
     );
 
     // Findings first: they are the point; each is placed on the timeline and linked.
-    let findings: Vec<_> = {
-        let mut f: Vec<_> = t.findings.values().collect();
-        f.sort_by(|a, b| {
-            b.finding
-                .severity
-                .cmp(&a.finding.severity)
-                .then(a.episodes[0].0.cmp(&b.episodes[0].0))
-        });
-        f
-    };
-    let _ = write!(
-        out,
-        "<h2 id=\"findings\">Findings ({})</h2>",
-        findings.len()
-    );
-    if findings.is_empty() {
-        out.push_str("<p>No pathological pattern was found in this recording.</p>");
-    } else {
-        let rows: Vec<BarRow> = findings
-            .iter()
-            .enumerate()
-            .map(|(i, track)| {
-                let f = &track.finding;
-                BarRow {
-                    label: format!(
-                        "{} {} {}",
-                        severity_word(f.severity),
-                        f.kind.name(),
-                        subject(f, t)
-                    ),
-                    class: match f.severity {
-                        Severity::Critical => "crit",
-                        Severity::Warning => "warn",
-                        Severity::Info => "info",
-                    },
-                    spans: track.episodes.clone(),
-                    link: Some(format!("finding-{i}")),
-                }
-            })
-            .collect();
-        out.push_str(&svg::bars(
-            "Findings over time (click one for its evidence and fix)",
-            &axis,
-            &rows,
-        ));
-        for (i, track) in findings.iter().enumerate() {
-            let f = &track.finding;
-            let span = |(a, b): &(u64, u64)| format!("{}–{}", axis.clock(*a), axis.clock(*b));
-            let episodes = &track.episodes;
-            // A pattern that comes and goes: its first and last stays, and how many.
-            let when: Vec<String> = if episodes.len() > 6 {
-                let active: u64 = episodes.iter().map(|(a, b)| b - a).sum();
-                let mut w: Vec<String> = episodes[..3].iter().map(span).collect();
-                w.push(format!(
-                    "… ({} stays, {} in all) …",
-                    episodes.len(),
-                    secs(active)
-                ));
-                w.extend(episodes[episodes.len() - 2..].iter().map(span));
-                w
-            } else {
-                episodes.iter().map(span).collect()
-            };
-            let _ = write!(
-                out,
-                "<div class=\"finding {}\" id=\"finding-{i}\"><div class=\"sum\">{} {}: {}</div>",
-                f.severity.name(),
-                severity_word(f.severity),
-                esc(f.kind.name()),
-                esc(&f.summary)
-            );
-            let _ = write!(out, "<div>seen {}</div>", esc(&when.join(", ")));
-            if !f.files.is_empty() {
-                let _ = write!(out, "<div>files: {}</div>", esc(&f.files.join(", ")));
-            }
-            if !f.evidence.is_empty() {
-                let evidence: Vec<String> = f
-                    .evidence
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", evidence_text(v)))
-                    .collect();
-                let _ = write!(
-                    out,
-                    "<div class=\"ev\">evidence: {}</div>",
-                    esc(&evidence.join(", "))
-                );
-            }
-            let _ = write!(
-                out,
-                "<div><b>why:</b> {}</div><div><b>fix:</b> {}</div></div>",
-                esc(&f.why),
-                esc(&f.fix)
-            );
-        }
-    }
-
+    sections::findings(&mut out, t, &axis);
     // Disks: rates, throughput, percentiles, then queue and device heat maps.
-    out.push_str("<h2 id=\"disks\">Disks</h2>");
-    let busy = |cells: &[DiskCell]| {
-        cells
-            .iter()
-            .any(|c| c.latency.count > 0 || c.reads + c.writes > 0)
-    };
-    let mut shown = 0;
-    for track in t.disks.values().filter(|d| busy(&d.cells)) {
-        shown += 1;
-        let name = esc(&track.name);
-        let total_requests: u64 = track.cells.iter().map(|c| c.reads + c.writes).sum();
-        let total_bytes: u64 = track
-            .cells
-            .iter()
-            .map(|c| c.read_bytes + c.write_bytes)
-            .sum();
-        let _ = write!(
-            out,
-            "<h3 id=\"disk-{name}\">{name}</h3><p class=\"meta\">{total_requests} reads and writes, {} moved</p>",
-            bytes(total_bytes)
-        );
-        out.push_str(&svg::lines(
-            &format!("{} IOPS", track.name),
-            &axis,
-            Scale::Rate,
-            &[
-                (
-                    "reads/s",
-                    disk_series(t, &track.cells, |c, s| per_s(c.reads, s)),
-                ),
-                (
-                    "writes/s",
-                    disk_series(t, &track.cells, |c, s| per_s(c.writes, s)),
-                ),
-            ],
-        ));
-        out.push_str(&svg::lines(
-            &format!("{} throughput", track.name),
-            &axis,
-            Scale::Bytes,
-            &[
-                (
-                    "read",
-                    disk_series(t, &track.cells, |c, s| per_s(c.read_bytes, s)),
-                ),
-                (
-                    "write",
-                    disk_series(t, &track.cells, |c, s| per_s(c.write_bytes, s)),
-                ),
-            ],
-        ));
-        out.push_str(&svg::lines(
-            &format!("{} latency percentiles", track.name),
-            &axis,
-            Scale::Latency,
-            &[
-                (
-                    "p50",
-                    disk_series(t, &track.cells, |c, _| ns_f(c.latency.p50_ns())),
-                ),
-                (
-                    "p99",
-                    disk_series(t, &track.cells, |c, _| ns_f(c.latency.p99_ns)),
-                ),
-                (
-                    "p99.9",
-                    disk_series(t, &track.cells, |c, _| ns_f(c.latency.p999_ns)),
-                ),
-            ],
-        ));
-        out.push_str(&svg::heat_map(
-            &format!("{} queue time heat map (created → issued)", track.name),
-            &axis,
-            &disk_columns(t, &track.cells, |c| c.queue),
-            false,
-        ));
-        out.push_str(&svg::heat_map(
-            &format!("{} device time heat map (issued → completed)", track.name),
-            &axis,
-            &disk_columns(t, &track.cells, |c| c.device),
-            false,
-        ));
-    }
-    if shown == 0 {
-        out.push_str("<p>No block I/O in this recording.</p>");
-    }
-
+    sections::disks(&mut out, t, &axis);
     // Processes: the top movers and the top waiters, with the waiters' heat maps.
-    out.push_str("<h2 id=\"processes\">Processes</h2>");
-    let by_bytes = t.top_procs(|p| p.read_bytes + p.write_bytes, top);
-    let by_wait = t.top_procs(|p| p.sync_ns, top);
-    proc_table(&mut out, "By bytes moved", &by_bytes);
-    proc_table(
-        &mut out,
-        "By time waiting in sync calls (fsync and friends)",
-        &by_wait,
-    );
-    let mut drawn: Vec<u32> = Vec::new();
-    for p in by_wait.iter().chain(&by_bytes).take(PROC_HEAT_MAPS) {
-        if drawn.contains(&p.tgid) {
-            continue;
-        }
-        drawn.push(p.tgid);
-        let sync = p.syncs > 0;
-        out.push_str(&svg::heat_map(
-            &format!(
-                "pid {} {}: {} heat map",
-                p.tgid,
-                p.comm,
-                if sync {
-                    "sync call latency"
-                } else {
-                    "request latency"
-                }
-            ),
-            &axis,
-            &proc_columns(t, p, sync),
-            false,
-        ));
-    }
-
+    sections::processes(&mut out, t, &axis, top);
     // D state.
-    let _ = write!(
-        out,
-        "<h2 id=\"dstate\">D state ({} stays over 1 ms)</h2>",
-        t.episodes.len()
-    );
-    if t.episodes.is_empty() {
-        out.push_str("<p>No thread was seen blocked in D state for over 1 ms.</p>");
-    } else {
-        let mut by_thread: Vec<(u32, u64)> = Vec::new();
-        for e in &t.episodes {
-            match by_thread.iter_mut().find(|(tid, _)| *tid == e.tid) {
-                Some((_, total)) => *total += e.to_ns - e.from_ns,
-                None => by_thread.push((e.tid, e.to_ns - e.from_ns)),
-            }
-        }
-        by_thread.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let rows: Vec<BarRow> = by_thread
-            .iter()
-            .take(20)
-            .map(|&(tid, total)| {
-                let mine: Vec<_> = t.episodes.iter().filter(|e| e.tid == tid).collect();
-                let e = mine[0];
-                BarRow {
-                    label: format!(
-                        "{} (pid {}, tid {tid}): {} in D, in {}",
-                        e.comm,
-                        e.tgid,
-                        secs(total),
-                        e.site
-                    ),
-                    class: if mine.iter().any(|e| e.open) {
-                        "open"
-                    } else {
-                        "dst"
-                    },
-                    spans: mine.iter().map(|e| (e.from_ns, e.to_ns)).collect(),
-                    link: None,
-                }
-            })
-            .collect();
-        out.push_str(&svg::bars(
-            "Threads in D state (uninterruptible sleep)",
-            &axis,
-            &rows,
-        ));
-        out.push_str("<p class=\"note\">Lighter bars: still blocked when the recording ended.</p>");
-    }
+    sections::dstate(&mut out, t, &axis);
     let _ = write!(
         out,
         "<p class=\"note\">Made by iotop-bpf {} from a recording, offline: no script, nothing fetched.</p></body></html>",

@@ -22,9 +22,9 @@ pub(super) const LONG_FN: usize = 120;
 /// model/src/input.rs and model/src/snapshot.rs were split, 10 once the model's tests were,
 /// 9 once the view's render tests were, 8 once the processes pane's columns were, 7 once
 /// model/src/procs.rs was, 6 once model/src/hist.rs's tests moved out, 5 once
-/// tui/src/probe/btf.rs's did, 4 files and 21 functions once xtask/src/bench/mod.rs was.
-/// They may only go down.
-const SIZE_LIMITS: (usize, usize) = (4, 21);
+/// tui/src/probe/btf.rs's did, 4 files and 21 functions once xtask/src/bench/mod.rs was, 3
+/// files and 20 functions once the HTML report's page was. They may only go down.
+const SIZE_LIMITS: (usize, usize) = (3, 20);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[
