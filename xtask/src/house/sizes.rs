@@ -25,9 +25,9 @@ pub(super) const LONG_FN: usize = 120;
 /// tui/src/probe/btf.rs's did, 4 files and 21 functions once xtask/src/bench/mod.rs was, 3
 /// files and 20 functions once the HTML report's page was, 2 files and 19 functions once
 /// the durable sources' plan was, 1 once ebpf/src/durable.rs's io_uring side moved out, 18
-/// functions once the demo snapshot's parts had functions of their own. They may only go
-/// down.
-const SIZE_LIMITS: (usize, usize) = (1, 18);
+/// functions once the demo snapshot's parts had functions of their own, 17 once the
+/// metrics' encoder was. They may only go down.
+const SIZE_LIMITS: (usize, usize) = (1, 17);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[
