@@ -26,8 +26,9 @@ pub(super) const LONG_FN: usize = 120;
 /// files and 20 functions once the HTML report's page was, 2 files and 19 functions once
 /// the durable sources' plan was, 1 once ebpf/src/durable.rs's io_uring side moved out, 18
 /// functions once the demo snapshot's parts had functions of their own, 17 once the
-/// metrics' encoder was, 16 once the drill-down's summary was. They may only go down.
-const SIZE_LIMITS: (usize, usize) = (1, 16);
+/// metrics' encoder was, 16 once the drill-down's summary was, 15 once the heat map's lines
+/// were. They may only go down.
+const SIZE_LIMITS: (usize, usize) = (1, 15);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[
