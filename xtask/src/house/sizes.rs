@@ -17,22 +17,10 @@ pub(super) const LONG_FILE: usize = 600;
 /// A function longer than this many lines (its `fn` line to its closing brace) is long.
 pub(super) const LONG_FN: usize = 120;
 
-/// How many long files and functions (not exceptions) the house may still carry: 15 files
-/// and 22 functions when the check was written (issue 21), 12 files once report/json.rs,
-/// model/src/input.rs and model/src/snapshot.rs were split, 10 once the model's tests were,
-/// 9 once the view's render tests were, 8 once the processes pane's columns were, 7 once
-/// model/src/procs.rs was, 6 once model/src/hist.rs's tests moved out, 5 once
-/// tui/src/probe/btf.rs's did, 4 files and 21 functions once xtask/src/bench/mod.rs was, 3
-/// files and 20 functions once the HTML report's page was, 2 files and 19 functions once
-/// the durable sources' plan was, 1 once ebpf/src/durable.rs's io_uring side moved out, 18
-/// functions once the demo snapshot's parts had functions of their own, 17 once the
-/// metrics' encoder was, 16 once the drill-down's summary was, 15 once the heat map's lines
-/// were, 14 once the report timeline's add was, 13 once the JSON process was, 12 once the
-/// text report's interval was, 10 once two findings' checks were, 9 once the .deb's build
-/// was, 7 once the eval's run and scoring were, 6 once the host test's steps were, 5 once
-/// the Prometheus test's were, 4 once the report test's were, 3 once the attach test's
-/// were, 2 once the O_DSYNC test's were, 1 once the scale test's were. They may only go
-/// down.
+/// How many long files and functions (not exceptions) the house may still carry; they may
+/// only go down. 15 files and 22 functions when the check was written (issue 21); 1 and 1
+/// once the size pass split the rest (the file left is tui/src/front/app.rs and the function
+/// probe::load, both being reworked on branches of their own).
 const SIZE_LIMITS: (usize, usize) = (1, 1);
 
 /// Where the Rust sources are, from the repository's root.
