@@ -42,6 +42,72 @@ pub fn disk_totals_of<'a>(events: impl IntoIterator<Item = &'a BlockIo>) -> Vec<
 pub fn demo_snapshot() -> Snapshot {
     let nvme = Dev::new(259, 0);
     let loop0 = Dev::new(7, 0);
+    let mut events = demo_requests(nvme, loop0);
+    let syncs = lab001(loop0, &mut events);
+
+    let mut totals = disk_totals_of(&events);
+    // nvme0n1 has mq-deadline: every request went through it, plugged 2 us each.
+    if let Some(t) = totals.iter_mut().find(|t| t.dev == nvme) {
+        t.inserted = t.requests.iter().sum();
+        t.g2i_ns = t.inserted * 2 * US;
+        t.i2d_ns = t.queue_ns.saturating_sub(t.g2i_ns);
+    }
+    let mut model = Aggregator::new(Settings::default(), 0);
+    let sample = |now_ns, busy| demo_sample(&totals, nvme, loop0, now_ns, busy);
+    // The host: 2 CPUs, 7 s: 1400 jiffies, 56 of them in iowait (4%).
+    let cpu = |busy, idle, iowait| CpuJiffies {
+        user: busy,
+        idle,
+        iowait,
+        ..CpuJiffies::default()
+    };
+    // The baseline at start.
+    model.apply(&Input::Sample(Box::new(KernelSample {
+        kind: SampleKind::Baseline,
+        disks: vec![],
+        host: HostSample {
+            cpu: Some(cpu(50_000, 150_000, 1_000)),
+            ..HostSample::default()
+        },
+        ..sample(0, 0)
+    })));
+    // In stream order: a sync call's record follows the requests it waited for.
+    let mut inputs: Vec<(u64, Input)> = events
+        .iter()
+        .map(|e| (e.completed_ns, Input::Block(*e)))
+        .chain(syncs.into_iter().map(|c| (c.end_ns, Input::Sync(c))))
+        .collect();
+    inputs.sort_by_key(|(at, _)| *at);
+    for (_, input) in &inputs {
+        model.apply(input);
+    }
+    let mut last = sample(1_000 * MS, 420);
+    last.kind = SampleKind::Final;
+    last.logical_writes = vec![(5689, 200 * 128)];
+    // A shell stuck in vfork for 7 s, and lab001 caught waiting for its journal commit.
+    last.dstate_now = demo_dstate_now();
+    last.dstate_time = vec![(5689, 150 * MS)];
+    last.host = HostSample {
+        load: Some(LoadAvg {
+            one_hundredths: 210,
+            five_hundredths: 150,
+            fifteen_hundredths: 80,
+        }),
+        procs_running: Some(3),
+        procs_blocked: Some(1),
+        cpu: Some(cpu(50_900, 150_444, 1_056)),
+        psi_io_some_avg10_hundredths: Some(1234),
+        psi_io_full_avg10_hundredths: Some(302),
+        dirty_bytes: Some(41_943_040 + 12_288),
+        writeback_bytes: Some(2_097_152),
+    };
+    last.now_ns = 7_000 * MS;
+    model.tick(&last)
+}
+
+/// The demo's requests but lab001's: postgres's page writes and jbd2's journal on nvme0n1,
+/// restic's big reads from loop0, and one slow outlier.
+fn demo_requests(nvme: Dev, loop0: Dev) -> Vec<BlockIo> {
     let mut events = Vec::new();
     let mut push = |tgid, comm, dev, op, bytes, i, queue, device| {
         events.push(request(tgid, comm, dev, op, bytes, i, queue, device));
@@ -77,8 +143,13 @@ pub fn demo_snapshot() -> Snapshot {
         push(311, "jbd2/nvme0n1-8", nvme, Op::Flush, 0, i, 0, 900 * US);
     }
     push(9001, "slowpoke", nvme, Op::Read, 4096, 1, 40 * MS, 12 * MS);
-    // lab001: 200 x (128-byte append + fsync): a 4 KiB block written inside each fsync and
-    // 12 KiB of journal by jbd2 while it waits.
+    events
+}
+
+/// lab001: 200 x (128-byte append + fsync): a 4 KiB block written inside each fsync and
+/// 12 KiB of journal by jbd2 while it waits. Its requests go to `events`, its calls are
+/// returned.
+fn lab001(loop0: Dev, events: &mut Vec<BlockIo>) -> Vec<SyncCall> {
     let mut syncs = Vec::new();
     for i in 0..200u64 {
         let t = i * 4 * MS;
@@ -137,20 +208,23 @@ pub fn demo_snapshot() -> Snapshot {
             dir: false,
         });
     }
+    syncs
+}
 
-    let mut totals = disk_totals_of(&events);
-    // nvme0n1 has mq-deadline: every request went through it, plugged 2 us each.
-    if let Some(t) = totals.iter_mut().find(|t| t.dev == nvme) {
-        t.inserted = t.requests.iter().sum();
-        t.g2i_ns = t.inserted * 2 * US;
-        t.i2d_ns = t.queue_ns.saturating_sub(t.g2i_ns);
-    }
-    let mut model = Aggregator::new(Settings::default(), 0);
-    let sample = |now_ns, busy| KernelSample {
+/// The demo's sample at `now_ns`, its disks busy for `busy` ms in all (nvme0n1; loop0 half
+/// as long).
+fn demo_sample(
+    totals: &[DiskTotals],
+    nvme: Dev,
+    loop0: Dev,
+    now_ns: u64,
+    busy: u64,
+) -> KernelSample {
+    KernelSample {
         kind: SampleKind::Interval,
         now_ns,
         counters: KernelCounters::default(),
-        disks: totals.clone(),
+        disks: totals.to_vec(),
         diskstats: vec![
             DiskStat {
                 dev: nvme,
@@ -180,39 +254,12 @@ pub fn demo_snapshot() -> Snapshot {
         self_cost: crate::SelfCost::default(),
         host: HostSample::default(),
         ..KernelSample::default()
-    };
-    // The host: 2 CPUs, 7 s: 1400 jiffies, 56 of them in iowait (4%).
-    let cpu = |busy, idle, iowait| CpuJiffies {
-        user: busy,
-        idle,
-        iowait,
-        ..CpuJiffies::default()
-    };
-    // The baseline at start.
-    model.apply(&Input::Sample(Box::new(KernelSample {
-        kind: SampleKind::Baseline,
-        disks: vec![],
-        host: HostSample {
-            cpu: Some(cpu(50_000, 150_000, 1_000)),
-            ..HostSample::default()
-        },
-        ..sample(0, 0)
-    })));
-    // In stream order: a sync call's record follows the requests it waited for.
-    let mut inputs: Vec<(u64, Input)> = events
-        .iter()
-        .map(|e| (e.completed_ns, Input::Block(*e)))
-        .chain(syncs.into_iter().map(|c| (c.end_ns, Input::Sync(c))))
-        .collect();
-    inputs.sort_by_key(|(at, _)| *at);
-    for (_, input) in &inputs {
-        model.apply(input);
     }
-    let mut last = sample(1_000 * MS, 420);
-    last.kind = SampleKind::Final;
-    last.logical_writes = vec![(5689, 200 * 128)];
-    // A shell stuck in vfork for 7 s, and lab001 caught waiting for its journal commit.
-    last.dstate_now = vec![
+}
+
+/// The threads in D at the demo's end: make stuck in vfork, lab001 in its journal commit.
+fn demo_dstate_now() -> Vec<DStateNow> {
+    vec![
         DStateNow {
             tid: 4711,
             tgid: 4711,
@@ -238,24 +285,7 @@ pub fn demo_snapshot() -> Snapshot {
                 .to_vec(),
             no_stack: None,
         },
-    ];
-    last.dstate_time = vec![(5689, 150 * MS)];
-    last.host = HostSample {
-        load: Some(LoadAvg {
-            one_hundredths: 210,
-            five_hundredths: 150,
-            fifteen_hundredths: 80,
-        }),
-        procs_running: Some(3),
-        procs_blocked: Some(1),
-        cpu: Some(cpu(50_900, 150_444, 1_056)),
-        psi_io_some_avg10_hundredths: Some(1234),
-        psi_io_full_avg10_hundredths: Some(302),
-        dirty_bytes: Some(41_943_040 + 12_288),
-        writeback_bytes: Some(2_097_152),
-    };
-    last.now_ns = 7_000 * MS;
-    model.tick(&last)
+    ]
 }
 
 #[expect(

@@ -14,6 +14,7 @@ use std::{
 use serde_json::Value;
 
 pub mod eval;
+pub mod prometheus;
 pub mod tmux;
 
 /// True when the test may run. Without root it skips with a visible message, except under CI

@@ -155,12 +155,7 @@ fn a_second_pane_attaches_as_nobody_and_shows_the_same_intervals() {
     );
     tool.wait_for("q quit");
     let socket = format!("/run/iotop-bpf/{}.sock", tool.tool_pid());
-    let meta = std::fs::metadata(&socket).unwrap();
-    assert_eq!(
-        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
-        0o660
-    );
-    assert_eq!(std::os::unix::fs::MetadataExt::gid(&meta), 65534);
+    check_socket(&socket);
 
     // No argument: the one running tool's socket is found.
     let view_cmd = format!("{}; echo EXIT=$?; sleep 120", as_nobody(&exe, ""));
@@ -177,42 +172,10 @@ fn a_second_pane_attaches_as_nobody_and_shows_the_same_intervals() {
     same_intervals(&tool, &viewer, workload.pid(), 3);
 
     // Its own sort and pause: the tool's screen is not touched.
-    viewer.keys("s");
-    viewer.wait_for("by p50");
-    viewer.keys("space");
-    viewer.wait_for("[PAUSED ");
-    assert!(!tool.screen().contains("[PAUSED "));
-    assert!(tool.screen().contains("by I/O MB/s"));
-    viewer.keys("space");
-    viewer.keys("<");
-    viewer.wait_for("by I/O MB/s");
+    own_sort_and_pause(&tool, &viewer);
 
     // A viewer that stalls (stopped) loses frames; the tool goes on meanwhile.
-    let before = seconds(&uptime(&tool));
-    // SAFETY: a pid of ours, and valid signals.
-    unsafe { libc::kill(viewer_pid, libc::SIGSTOP) };
-    thread::sleep(Duration::from_secs(20));
-    let during = seconds(&uptime(&tool));
-    // SAFETY: as above.
-    unsafe { libc::kill(viewer_pid, libc::SIGCONT) };
-    assert!(
-        during >= before + 15,
-        "the tool went on while its viewer was stopped: up {before}s -> {during}s"
-    );
-    let screen = viewer.wait_for(" lost]");
-    let lost: u64 = screen
-        .lines()
-        .next()
-        .and_then(|l| l.split("[attached, ").nth(1))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{screen}"));
-    // 20 s at 5 intervals a second: 100 frames, of which its queue and socket hold fewer
-    // than half.
-    assert!(lost >= 30, "{lost} frames lost of ~100:\n{screen}");
-    eprintln!(
-        "stopped 20 s: the tool went from up {before}s to {during}s, the viewer lost {lost} frames"
-    );
+    stall(&tool, &viewer, viewer_pid);
     same_intervals(&tool, &viewer, workload.pid(), 2);
 
     // The viewer leaves (q: its terminal is given back) and comes back: nothing harmed.
@@ -290,6 +253,58 @@ fn a_second_pane_attaches_as_nobody_and_shows_the_same_intervals() {
         "{screen}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The socket is for the viewers' group: mode 0660, group nobody's.
+fn check_socket(socket: &str) {
+    let meta = std::fs::metadata(socket).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o660
+    );
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&meta), 65534);
+}
+
+/// The viewer sorts and pauses on its own: the tool's screen is not touched.
+fn own_sort_and_pause(tool: &Tmux, viewer: &Tmux) {
+    viewer.keys("s");
+    viewer.wait_for("by p50");
+    viewer.keys("space");
+    viewer.wait_for("[PAUSED ");
+    assert!(!tool.screen().contains("[PAUSED "));
+    assert!(tool.screen().contains("by I/O MB/s"));
+    viewer.keys("space");
+    viewer.keys("<");
+    viewer.wait_for("by I/O MB/s");
+}
+
+/// A viewer stopped for 20 s loses frames, and says how many; the tool goes on meanwhile.
+fn stall(tool: &Tmux, viewer: &Tmux, viewer_pid: i32) {
+    let before = seconds(&uptime(tool));
+    // SAFETY: a pid of ours, and valid signals.
+    unsafe { libc::kill(viewer_pid, libc::SIGSTOP) };
+    thread::sleep(Duration::from_secs(20));
+    let during = seconds(&uptime(tool));
+    // SAFETY: as above.
+    unsafe { libc::kill(viewer_pid, libc::SIGCONT) };
+    assert!(
+        during >= before + 15,
+        "the tool went on while its viewer was stopped: up {before}s -> {during}s"
+    );
+    let screen = viewer.wait_for(" lost]");
+    let lost: u64 = screen
+        .lines()
+        .next()
+        .and_then(|l| l.split("[attached, ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{screen}"));
+    // 20 s at 5 intervals a second: 100 frames, of which its queue and socket hold fewer
+    // than half.
+    assert!(lost >= 30, "{lost} frames lost of ~100:\n{screen}");
+    eprintln!(
+        "stopped 20 s: the tool went from up {before}s to {during}s, the viewer lost {lost} frames"
+    );
 }
 
 /// `attach` run plainly (no terminal): (exit code, stderr).

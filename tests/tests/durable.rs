@@ -117,55 +117,7 @@ fn small_o_dsync_writes_on(fs_kind: &str) {
     let intervals = run_.stop();
 
     for (who, pid, file) in [("dd", dd, "dd.out"), ("python3", py, "py.log")] {
-        assert_eq!(
-            kinds_of(&intervals, pid),
-            BTreeMap::from([("O_DSYNC write".to_string(), N)]),
-            "{who} on {fs_kind}: every write counted once, as an O_DSYNC write"
-        );
-        assert_eq!(
-            sum(&intervals, pid, "syncs"),
-            N,
-            "{who} on {fs_kind}: syncs"
-        );
-        assert_eq!(
-            sum(&intervals, pid, "sync_window_bytes"),
-            N * 128,
-            "{who} on {fs_kind}: the synced payload is the records"
-        );
-        assert!(
-            sum(&intervals, pid, "sync_write_bytes") >= N * 512,
-            "{who} on {fs_kind}: the blocks each write synced are its own writes"
-        );
-        assert!(
-            entries_of(&intervals, pid)
-                .iter()
-                .any(|p| num(&p["sync_latency_us"], "max") > 0),
-            "{who} on {fs_kind}: the latency histogram is fed"
-        );
-        let found = findings_of(&intervals, "write_amplification", pid);
-        assert!(
-            !found.is_empty(),
-            "{who} on {fs_kind}: no write_amplification: {intervals:?}"
-        );
-        let f = found.last().unwrap();
-        let summary = f["summary"].as_str().unwrap();
-        eprintln!(
-            "{fs_kind} {who}: kinds {:?}, payload {} B, own writes {} B; {summary}",
-            kinds_of(&intervals, pid),
-            sum(&intervals, pid, "sync_window_bytes"),
-            sum(&intervals, pid, "sync_write_bytes"),
-        );
-        assert!(
-            summary.contains("128 B O_DSYNC writes"),
-            "{who} on {fs_kind}: {summary}"
-        );
-        assert!(summary.contains(file), "names the file: {summary}");
-        assert_eq!(f["evidence"]["sync_kind"], "O_DSYNC write", "{f}");
-        assert!(
-            f["evidence"]["amplification"].as_f64().unwrap() >= 4.0,
-            "{f}"
-        );
-        assert!(f["hint"].as_str().unwrap().contains("O_DSYNC"), "{f}");
+        check_o_dsync_writer(&intervals, fs_kind, who, pid, file, N);
     }
     assert_eq!(
         kinds_of(&intervals, rwf),
@@ -186,8 +138,72 @@ fn small_o_dsync_writes_on(fs_kind: &str) {
 
     // The loop device does not honour FUA: the JSON says so, as sysfs does, and no process
     // is said to have done FUA writes on it.
+    check_fua(&intervals, &fs, [dd, py, rwf, osync, plain]);
+}
+
+/// A writer of `n` 128-byte O_DSYNC records to `file`: each write counted once, as an
+/// O_DSYNC write, with its payload, its blocks and its latency, and named
+/// write_amplification.
+fn check_o_dsync_writer(
+    intervals: &[Value],
+    fs_kind: &str,
+    who: &str,
+    pid: u32,
+    file: &str,
+    n: u64,
+) {
+    assert_eq!(
+        kinds_of(intervals, pid),
+        BTreeMap::from([("O_DSYNC write".to_string(), n)]),
+        "{who} on {fs_kind}: every write counted once, as an O_DSYNC write"
+    );
+    assert_eq!(sum(intervals, pid, "syncs"), n, "{who} on {fs_kind}: syncs");
+    assert_eq!(
+        sum(intervals, pid, "sync_window_bytes"),
+        n * 128,
+        "{who} on {fs_kind}: the synced payload is the records"
+    );
+    assert!(
+        sum(intervals, pid, "sync_write_bytes") >= n * 512,
+        "{who} on {fs_kind}: the blocks each write synced are its own writes"
+    );
+    assert!(
+        entries_of(intervals, pid)
+            .iter()
+            .any(|p| num(&p["sync_latency_us"], "max") > 0),
+        "{who} on {fs_kind}: the latency histogram is fed"
+    );
+    let found = findings_of(intervals, "write_amplification", pid);
+    assert!(
+        !found.is_empty(),
+        "{who} on {fs_kind}: no write_amplification: {intervals:?}"
+    );
+    let f = found.last().unwrap();
+    let summary = f["summary"].as_str().unwrap();
+    eprintln!(
+        "{fs_kind} {who}: kinds {:?}, payload {} B, own writes {} B; {summary}",
+        kinds_of(intervals, pid),
+        sum(intervals, pid, "sync_window_bytes"),
+        sum(intervals, pid, "sync_write_bytes"),
+    );
+    assert!(
+        summary.contains("128 B O_DSYNC writes"),
+        "{who} on {fs_kind}: {summary}"
+    );
+    assert!(summary.contains(file), "names the file: {summary}");
+    assert_eq!(f["evidence"]["sync_kind"], "O_DSYNC write", "{f}");
+    assert!(
+        f["evidence"]["amplification"].as_f64().unwrap() >= 4.0,
+        "{f}"
+    );
+    assert!(f["hint"].as_str().unwrap().contains("O_DSYNC"), "{f}");
+}
+
+/// The disk's FUA flag in the JSON is sysfs's; on a disk that does not honour FUA, no
+/// process of `pids` is said to have done FUA writes.
+fn check_fua(intervals: &[Value], fs: &LoopFs, pids: [u32; 5]) {
     let sysfs = std::fs::read_to_string(format!("/sys/block/{}/queue/fua", fs.name)).unwrap();
-    for i in &intervals {
+    for i in intervals {
         for d in i["disks"].as_array().unwrap() {
             if d["name"] == fs.name.as_str() {
                 assert_eq!(d["fua"].as_bool(), Some(sysfs.trim() == "1"), "{d}");
@@ -195,8 +211,8 @@ fn small_o_dsync_writes_on(fs_kind: &str) {
         }
     }
     if sysfs.trim() == "0" {
-        for pid in [dd, py, rwf, osync, plain] {
-            assert_eq!(sum(&intervals, pid, "fua_writes"), 0);
+        for pid in pids {
+            assert_eq!(sum(intervals, pid, "fua_writes"), 0);
         }
     }
 }

@@ -233,18 +233,7 @@ fn the_host_header_agrees_with_proc() {
 
     // A task waiting for I/O: 80 direct writes throttled to 20 a second (4 s), each waiting
     // in io_schedule for its turn.
-    let script = format!(
-        "echo $$ > /sys/fs/cgroup/blkio/{}/cgroup.procs && exec \"$0\" workload direct-io --file \"$1\" --writes 80 --reads 0",
-        throttle.name
-    );
-    let mut writer = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg(binary())
-        .arg(fs.path("throttled"))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start the throttled writer");
+    let mut writer = start_throttled_writer(&fs, &throttle);
     thread::sleep(Duration::from_millis(1500));
 
     // 64 MiB of page cache made dirty, not synced: it stays dirty until write-back, after
@@ -285,114 +274,186 @@ fn the_host_header_agrees_with_proc() {
             around.last().map(|r| r.end)
         );
 
-        // Piecewise constant and global (the kernel updates the load every 5 s and the
-        // pressure averages every 2 s, for every reader): the tool's value is one of those
-        // read around it.
-        let (lo, hi) = range(around, |r| r.load1);
-        let load1 = f(host, "load1");
-        assert!(
-            (lo - 0.005..=hi + 0.005).contains(&load1),
-            "load1 {load1} outside {lo}..{hi}: {context}"
-        );
-        assert!(
-            f(host, "load5") >= 0.0 && f(host, "load15") >= 0.0,
-            "{context}"
-        );
-        for (name, pick) in [
-            (
-                "psi_io_some_avg10",
-                (|r: &Reading| r.psi_some) as fn(&Reading) -> Option<f64>,
-            ),
-            ("psi_io_full_avg10", |r: &Reading| r.psi_full),
-        ] {
-            if psi {
-                let (lo, hi) = range(around, |r| pick(r).unwrap());
-                let value = f(host, name);
-                assert!(
-                    (lo - 0.005..=hi + 0.005).contains(&value),
-                    "{name} {value} outside {lo}..{hi}: {context}"
-                );
-            } else {
-                assert!(host[name].is_null(), "no PSI here, yet {name}: {context}");
-            }
-        }
-
-        // Counts of tasks now: they change at any moment. Both the tool and this poller count
-        // themselves as running when they read (and may or may not count each other), and a
-        // task may wake or sleep between two readings 2 ms apart: 3 more or fewer running,
-        // 1 more or fewer blocked than the readings around.
-        let (lo, hi) = range(around, |r| r.procs_running as f64);
-        let running = num(host, "procs_running") as f64;
-        assert!(
-            running >= 1.0 && (lo - 3.0..=hi + 3.0).contains(&running),
-            "procs_running {running} outside {lo}..{hi} (±3): {context}"
-        );
-        let (lo, hi) = range(around, |r| r.procs_blocked as f64);
-        let blocked = num(host, "procs_blocked");
-        assert!(
-            (lo - 1.0..=hi + 1.0).contains(&(blocked as f64)),
-            "procs_blocked {blocked} outside {lo}..{hi} (±1): {context}"
-        );
+        let load1 = check_global_figures(host, around, psi, &context);
+        let (running, blocked) = check_task_counts(host, around, &context);
         if blocked > 0 {
             blocked_seen += 1;
         }
 
-        // Dirty memory moves with what the host writes: between two readings ~2 ms apart,
-        // 4 MiB at most (2 GB/s into the page cache, beyond what this machine does).
-        for (name, pick) in [
-            (
-                "dirty_bytes",
-                (|r: &Reading| r.dirty) as fn(&Reading) -> u64,
-            ),
-            ("writeback_bytes", |r: &Reading| r.writeback),
-        ] {
-            let (lo, hi) = range(around, |r| pick(r) as f64);
-            let value = num(host, name) as f64;
-            let slack = (4 * MIB) as f64;
-            assert!(
-                (lo - slack..=hi + slack).contains(&value),
-                "{name} {value} outside {lo}..{hi} (±4 MiB): {context}"
-            );
-        }
-
-        // iowait: the share of the jiffies between this interval's read of /proc/stat and the
-        // previous one's. Cumulative counters, so the readings bound it: at least the iowait
-        // of the shortest stretch surely inside over the jiffies of the longest stretch that
-        // surely holds it, at most the converse (0.5 points for rounding, 2 for iowait's
-        // known small steps back on NO_HZ kernels).
-        let iowait = f(host, "iowait_pct");
-        assert!(
-            (0.0..=100.0).contains(&iowait),
-            "iowait_pct {iowait}: {context}"
+        check_dirty(host, around, &context);
+        check_iowait(
+            k, host, &readings, &windows, around, &context, load1, running, blocked,
         );
-        if k > 0 {
-            let before = bracketing(&readings, windows[k - 1]);
-            let (outer_from, inner_from) = (&before[0], &before[before.len() - 1]);
-            let (inner_to, outer_to) = (&around[0], &around[around.len() - 1]);
-            let share = |from: &Reading, to: &Reading, over_from: &Reading, over_to: &Reading| {
-                (to.iowait.saturating_sub(from.iowait)) as f64 * 100.0
-                    / (over_to.cpu_total.saturating_sub(over_from.cpu_total)).max(1) as f64
-            };
-            let lo = share(inner_from, inner_to, outer_from, outer_to);
-            let hi = share(outer_from, outer_to, inner_from, inner_to).min(100.0);
-            assert!(
-                (lo - 2.5..=hi + 2.5).contains(&iowait),
-                "iowait_pct {iowait} outside {lo:.2}..{hi:.2}: {context}"
-            );
-            eprintln!(
-                "interval {k}: load1 {load1} running {running} blocked {blocked} iowait {iowait} (bounds {lo:.1}..{hi:.1}) psi {}/{} dirty {:.1} MiB; {} readings around",
-                host["psi_io_some_avg10"],
-                host["psi_io_full_avg10"],
-                num(host, "dirty_bytes") as f64 / MIB as f64,
-                around.len()
-            );
-        }
     }
     assert!(
         blocked_seen > 0,
         "a writer throttled to 20 writes/s waits for I/O nearly all the time, yet no interval showed a blocked task"
     );
 
+    check_buffered_write(
+        &intervals,
+        &windows,
+        (dirty_from, dirty_to),
+        dirty_write,
+        readings.len(),
+        blocked_seen,
+    );
+}
+
+/// The writer whose task waits for I/O: 80 direct writes in `throttle`'s cgroup.
+fn start_throttled_writer(fs: &LoopFs, throttle: &BlkioThrottle) -> std::process::Child {
+    let script = format!(
+        "echo $$ > /sys/fs/cgroup/blkio/{}/cgroup.procs && exec \"$0\" workload direct-io --file \"$1\" --writes 80 --reads 0",
+        throttle.name
+    );
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(binary())
+        .arg(fs.path("throttled"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start the throttled writer")
+}
+
+/// Piecewise constant and global figures: the load averages and the pressure averages. Returns
+/// load1.
+fn check_global_figures(host: &Value, around: &[Reading], psi: bool, context: &str) -> f64 {
+    // Piecewise constant and global (the kernel updates the load every 5 s and the
+    // pressure averages every 2 s, for every reader): the tool's value is one of those
+    // read around it.
+    let (lo, hi) = range(around, |r| r.load1);
+    let load1 = f(host, "load1");
+    assert!(
+        (lo - 0.005..=hi + 0.005).contains(&load1),
+        "load1 {load1} outside {lo}..{hi}: {context}"
+    );
+    assert!(
+        f(host, "load5") >= 0.0 && f(host, "load15") >= 0.0,
+        "{context}"
+    );
+    for (name, pick) in [
+        (
+            "psi_io_some_avg10",
+            (|r: &Reading| r.psi_some) as fn(&Reading) -> Option<f64>,
+        ),
+        ("psi_io_full_avg10", |r: &Reading| r.psi_full),
+    ] {
+        if psi {
+            let (lo, hi) = range(around, |r| pick(r).unwrap());
+            let value = f(host, name);
+            assert!(
+                (lo - 0.005..=hi + 0.005).contains(&value),
+                "{name} {value} outside {lo}..{hi}: {context}"
+            );
+        } else {
+            assert!(host[name].is_null(), "no PSI here, yet {name}: {context}");
+        }
+    }
+    load1
+}
+
+/// The counts of tasks running and blocked now, against the readings around. Returns them.
+fn check_task_counts(host: &Value, around: &[Reading], context: &str) -> (f64, u64) {
+    // Counts of tasks now: they change at any moment. Both the tool and this poller count
+    // themselves as running when they read (and may or may not count each other), and a
+    // task may wake or sleep between two readings 2 ms apart: 3 more or fewer running,
+    // 1 more or fewer blocked than the readings around.
+    let (lo, hi) = range(around, |r| r.procs_running as f64);
+    let running = num(host, "procs_running") as f64;
+    assert!(
+        running >= 1.0 && (lo - 3.0..=hi + 3.0).contains(&running),
+        "procs_running {running} outside {lo}..{hi} (±3): {context}"
+    );
+    let (lo, hi) = range(around, |r| r.procs_blocked as f64);
+    let blocked = num(host, "procs_blocked");
+    assert!(
+        (lo - 1.0..=hi + 1.0).contains(&(blocked as f64)),
+        "procs_blocked {blocked} outside {lo}..{hi} (±1): {context}"
+    );
+    (running, blocked)
+}
+
+/// Dirty and write-back memory, against the readings around.
+fn check_dirty(host: &Value, around: &[Reading], context: &str) {
+    // Dirty memory moves with what the host writes: between two readings ~2 ms apart,
+    // 4 MiB at most (2 GB/s into the page cache, beyond what this machine does).
+    for (name, pick) in [
+        (
+            "dirty_bytes",
+            (|r: &Reading| r.dirty) as fn(&Reading) -> u64,
+        ),
+        ("writeback_bytes", |r: &Reading| r.writeback),
+    ] {
+        let (lo, hi) = range(around, |r| pick(r) as f64);
+        let value = num(host, name) as f64;
+        let slack = (4 * MIB) as f64;
+        assert!(
+            (lo - slack..=hi + slack).contains(&value),
+            "{name} {value} outside {lo}..{hi} (±4 MiB): {context}"
+        );
+    }
+}
+
+/// iowait, bounded by the readings around this interval's window and the previous one's.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a test step; the last three are printed"
+)]
+fn check_iowait(
+    k: usize,
+    host: &Value,
+    readings: &[Reading],
+    windows: &[Window],
+    around: &[Reading],
+    context: &str,
+    load1: f64,
+    running: f64,
+    blocked: u64,
+) {
+    // iowait: the share of the jiffies between this interval's read of /proc/stat and the
+    // previous one's. Cumulative counters, so the readings bound it: at least the iowait
+    // of the shortest stretch surely inside over the jiffies of the longest stretch that
+    // surely holds it, at most the converse (0.5 points for rounding, 2 for iowait's
+    // known small steps back on NO_HZ kernels).
+    let iowait = f(host, "iowait_pct");
+    assert!(
+        (0.0..=100.0).contains(&iowait),
+        "iowait_pct {iowait}: {context}"
+    );
+    if k > 0 {
+        let before = bracketing(readings, windows[k - 1]);
+        let (outer_from, inner_from) = (&before[0], &before[before.len() - 1]);
+        let (inner_to, outer_to) = (&around[0], &around[around.len() - 1]);
+        let share = |from: &Reading, to: &Reading, over_from: &Reading, over_to: &Reading| {
+            (to.iowait.saturating_sub(from.iowait)) as f64 * 100.0
+                / (over_to.cpu_total.saturating_sub(over_from.cpu_total)).max(1) as f64
+        };
+        let lo = share(inner_from, inner_to, outer_from, outer_to);
+        let hi = share(outer_from, outer_to, inner_from, inner_to).min(100.0);
+        assert!(
+            (lo - 2.5..=hi + 2.5).contains(&iowait),
+            "iowait_pct {iowait} outside {lo:.2}..{hi:.2}: {context}"
+        );
+        eprintln!(
+            "interval {k}: load1 {load1} running {running} blocked {blocked} iowait {iowait} (bounds {lo:.1}..{hi:.1}) psi {}/{} dirty {:.1} MiB; {} readings around",
+            host["psi_io_some_avg10"],
+            host["psi_io_full_avg10"],
+            num(host, "dirty_bytes") as f64 / MIB as f64,
+            around.len()
+        );
+    }
+}
+
+/// The buffered write: dirty + writeback before it and after it.
+fn check_buffered_write(
+    intervals: &[(SystemTime, Value)],
+    windows: &[Window],
+    (dirty_from, dirty_to): (SystemTime, SystemTime),
+    dirty_write: u64,
+    readings: usize,
+    blocked_seen: u32,
+) {
     // The buffered write: dirty before it (the last interval read before it began) and after
     // it (the intervals read after it ended, up to 1.5 s later). Our pages stay dirty or
     // under write-back until written (30 s), so dirty + writeback holds at least them
@@ -402,14 +463,14 @@ fn the_host_header_agrees_with_proc() {
     let reported = |v: &Value| num(&v["host"], "dirty_bytes") + num(&v["host"], "writeback_bytes");
     let before = intervals
         .iter()
-        .zip(&windows)
+        .zip(windows)
         .filter(|(_, w)| w.to < dirty_from)
         .map(|((_, v), _)| reported(v))
         .next_back()
         .expect("an interval before the write");
     let after = intervals
         .iter()
-        .zip(&windows)
+        .zip(windows)
         .filter(|(_, w)| w.from > dirty_to)
         .map(|((_, v), _)| reported(v))
         .max()
@@ -424,7 +485,7 @@ fn the_host_header_agrees_with_proc() {
     eprintln!(
         "host: {} intervals, {} readings of /proc; dirty + writeback {:.1} MiB before the write, {:.1} MiB after; a blocked task in {blocked_seen} intervals",
         intervals.len(),
-        readings.len(),
+        readings,
         before as f64 / MIB as f64,
         after as f64 / MIB as f64
     );

@@ -7,199 +7,20 @@
 
 use std::{
     ffi::CString,
-    io::{Read as _, Write as _},
-    net::{TcpListener, TcpStream},
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    io::Write as _,
+    net::TcpStream,
+    path::Path,
+    process::{Command, Stdio},
     thread::sleep,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
-use iotop_bpf_integration::{LoopFs, binary, require_root, sh};
+use iotop_bpf_integration::{
+    LoopFs, binary,
+    prometheus::{Prometheus, Running, free_port, get, unix_now},
+    require_root, sh,
+};
 use serde_json::Value;
-
-/// A port nobody listens on now (the kernel picks it; the socket is closed again).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A plain HTTP/1.0 GET: (status, headers, body).
-fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))
-        .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{accept}\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {head}"));
-    (status, head.to_ascii_lowercase(), body.to_string())
-}
-
-fn encode(query: &str) -> String {
-    query
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
-/// A child process killed (SIGTERM, then waited for) on drop.
-struct Running {
-    child: Child,
-    what: &'static str,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // SAFETY: kill with the child's own pid.
-        unsafe { libc::kill(i32::try_from(self.child.id()).unwrap(), libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            sleep(Duration::from_millis(50));
-        }
-        eprintln!("{} did not stop on SIGTERM: killing it", self.what);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A private Prometheus on loopback scraping one target every second.
-struct Prometheus {
-    port: u16,
-    dir: PathBuf,
-    _process: Running,
-}
-
-impl Prometheus {
-    fn start(target_port: u16) -> Self {
-        let prometheus = Path::new("/usr/bin/prometheus");
-        assert!(
-            prometheus.exists(),
-            "Debian's prometheus package is not installed: run `cargo xtask setup`"
-        );
-        let dir = std::env::temp_dir().join(format!("iotop-bpf-prometheus-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
-                 scrape_configs:\n  - job_name: iotop-bpf\n    static_configs:\n      \
-                 - targets: ['127.0.0.1:{target_port}']\n"
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new(prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start prometheus");
-        Self {
-            port,
-            dir,
-            _process: Running {
-                child,
-                what: "prometheus",
-            },
-        }
-    }
-
-    fn api(&self, path: &str) -> Value {
-        let (status, _, body) = get(self.port, path, None);
-        let value: Value = serde_json::from_str(&body)
-            .unwrap_or_else(|e| panic!("{path}: HTTP {status}, not JSON ({e}): {body}"));
-        assert_eq!(value["status"], "success", "{path}: {body}");
-        value["data"].clone()
-    }
-
-    /// An instant query's vector at `time`: (labels, value).
-    fn query(&self, promql: &str, time: f64) -> Vec<(Value, f64)> {
-        let data = self.api(&format!(
-            "/api/v1/query?query={}&time={time:.3}",
-            encode(promql)
-        ));
-        data["result"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                let value = r["value"][1].as_str().unwrap().parse().unwrap();
-                (r["metric"].clone(), value)
-            })
-            .collect()
-    }
-
-    fn scalar(&self, promql: &str, time: f64) -> Option<f64> {
-        let result = self.query(promql, time);
-        assert!(result.len() <= 1, "{promql}: {result:?}");
-        result.first().map(|(_, v)| *v)
-    }
-
-    /// Waits (at most 20 s: the first scrape can take 5-8 s) until the target is up.
-    fn wait_until_up(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let up = TcpStream::connect(("127.0.0.1", self.port))
-                .ok()
-                .and_then(|_| self.scalar("up{job=\"iotop-bpf\"}", unix_now()));
-            if up == Some(1.0) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the target is not up after 20 s ({up:?}); prometheus log:\n{}",
-                std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
-            );
-            sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Requests completed by a device (reads, writes, discards, flushes) per /proc/diskstats.
 fn diskstats_requests(name: &str) -> u64 {
@@ -290,6 +111,63 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
     eprintln!("target up after {:.1}s", started.elapsed().as_secs_f64());
 
     // The exposition: the page, 404s, content negotiation, and promtool on classic text.
+    check_exposition(port);
+
+    let device = fs.name.as_str();
+    let requests = format!("sum(iotop_bpf_disk_requests_total{{device=\"{device}\"}})");
+    let idle = wait_until_idle(device, Duration::from_millis(1_500));
+    let (before, t0) = settled_total(&prom, &requests, device, idle);
+
+    // Random 4 KiB direct reads and writes with an fsync every 32 writes: reads, writes,
+    // journal writes and cache flushes.
+    run_fio(&fs);
+    let done = wait_until_idle(device, Duration::from_millis(1_500));
+    let (after, t1) = settled_total(&prom, &requests, device, done);
+
+    let kernel = done - idle;
+    let scraped = after - before;
+    #[expect(clippy::cast_precision_loss, reason = "request counts")]
+    let error = (scraped - kernel as f64).abs() / kernel as f64;
+    eprintln!(
+        "{device}: diskstats delta {kernel}, PromQL delta {scraped} ({:.3}%)",
+        error * 100.0
+    );
+    assert!(kernel >= 2_048, "fio's 2048 requests at least: {kernel}");
+    assert!(error <= 0.02, "PromQL {scraped} vs diskstats {kernel}");
+
+    let window = (t1 - t0).ceil() as u64 + 1;
+    let p99 = prom
+        .scalar(
+            &format!(
+                "histogram_quantile(0.99, sum by (le) (rate(iotop_bpf_disk_latency_seconds_bucket{{device=\"{device}\"}}[{window}s])))"
+            ),
+            t1,
+        )
+        .expect("histogram_quantile returned nothing");
+    eprintln!("{device}: p99 latency {p99} s");
+    assert!(p99.is_finite() && p99 > 0.0 && p99 < 10.0, "p99 {p99}");
+    let fio_bytes = prom
+        .scalar("sum(iotop_bpf_workload_bytes_total{comm=\"fio\"})", t1)
+        .unwrap_or(0.0);
+    assert!(fio_bytes > 0.0, "fio has a workload series with its bytes");
+
+    // Every query of the shipped Grafana dashboard is valid PromQL over these metrics, and
+    // the disk and workload panels have data.
+    check_dashboard(&prom, device, window, t1);
+
+    // Prometheus scraped every time without an error, and parsed OpenMetrics: the unit
+    // metadata exists only in that format.
+    check_scrapes(&prom, t1);
+
+    // 5000 differently named short-lived processes, each one direct write: the series
+    // stay bounded.
+    check_series_bounded(&fs, port, &prom, device);
+    eprintln!("test took {:.1}s", started.elapsed().as_secs_f64());
+}
+
+/// The exposition: the page, 404s, content negotiation (OpenMetrics when asked, the classic
+/// text else), and promtool's check of the classic text.
+fn check_exposition(port: u16) {
     let (status, _, page) = get(port, "/", None);
     assert!(
         status == 200 && page.contains("href=\"/metrics\""),
@@ -332,14 +210,11 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
         String::from_utf8_lossy(&checked.stdout),
         String::from_utf8_lossy(&checked.stderr)
     );
+}
 
-    let device = fs.name.as_str();
-    let requests = format!("sum(iotop_bpf_disk_requests_total{{device=\"{device}\"}})");
-    let idle = wait_until_idle(device, Duration::from_millis(1_500));
-    let (before, t0) = settled_total(&prom, &requests, device, idle);
-
-    // Random 4 KiB direct reads and writes with an fsync every 32 writes: reads, writes,
-    // journal writes and cache flushes.
+/// Random 4 KiB direct reads and writes with an fsync every 32 writes: reads, writes,
+/// journal writes and cache flushes.
+fn run_fio(fs: &LoopFs) {
     let fio = Command::new("fio")
         .args([
             "--name=exporter",
@@ -364,38 +239,11 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
         "fio: {}",
         String::from_utf8_lossy(&fio.stderr)
     );
-    let done = wait_until_idle(device, Duration::from_millis(1_500));
-    let (after, t1) = settled_total(&prom, &requests, device, done);
+}
 
-    let kernel = done - idle;
-    let scraped = after - before;
-    #[expect(clippy::cast_precision_loss, reason = "request counts")]
-    let error = (scraped - kernel as f64).abs() / kernel as f64;
-    eprintln!(
-        "{device}: diskstats delta {kernel}, PromQL delta {scraped} ({:.3}%)",
-        error * 100.0
-    );
-    assert!(kernel >= 2_048, "fio's 2048 requests at least: {kernel}");
-    assert!(error <= 0.02, "PromQL {scraped} vs diskstats {kernel}");
-
-    let window = (t1 - t0).ceil() as u64 + 1;
-    let p99 = prom
-        .scalar(
-            &format!(
-                "histogram_quantile(0.99, sum by (le) (rate(iotop_bpf_disk_latency_seconds_bucket{{device=\"{device}\"}}[{window}s])))"
-            ),
-            t1,
-        )
-        .expect("histogram_quantile returned nothing");
-    eprintln!("{device}: p99 latency {p99} s");
-    assert!(p99.is_finite() && p99 > 0.0 && p99 < 10.0, "p99 {p99}");
-    let fio_bytes = prom
-        .scalar("sum(iotop_bpf_workload_bytes_total{comm=\"fio\"})", t1)
-        .unwrap_or(0.0);
-    assert!(fio_bytes > 0.0, "fio has a workload series with its bytes");
-
-    // Every query of the shipped Grafana dashboard is valid PromQL over these metrics, and
-    // the disk and workload panels have data.
+/// Every query of the shipped Grafana dashboard, over `window` seconds to `t1`: valid, and
+/// with data for the disk and workload panels.
+fn check_dashboard(prom: &Prometheus, device: &str, window: u64, t1: f64) {
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/grafana/iotop-bpf.json"),
@@ -431,9 +279,11 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
         }
     }
     assert!(queries >= 15, "{queries} dashboard queries");
+}
 
-    // Prometheus scraped every time without an error, and parsed OpenMetrics: the unit
-    // metadata exists only in that format.
+/// Prometheus scraped every time without an error and parsed OpenMetrics, and stored the
+/// samples by `t1`.
+fn check_scrapes(prom: &Prometheus, t1: f64) {
     let targets = prom.api("/api/v1/targets");
     let target = &targets["activeTargets"][0];
     assert_eq!(target["health"], "up", "{target}");
@@ -448,9 +298,11 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
             .is_some(),
         "Prometheus stored the scraped samples"
     );
+}
 
-    // 5000 differently named short-lived processes, each one direct write: the series
-    // stay bounded.
+/// 5000 differently named short-lived processes, each one direct write: the series exposed
+/// and stored stay bounded, the names beyond the top folded into other.
+fn check_series_bounded(fs: &LoopFs, port: u16, prom: &Prometheus, device: &str) {
     let file = fs.path("names.dat");
     std::fs::write(&file, vec![0u8; 4096 * 64]).unwrap();
     let t2 = unix_now();
@@ -483,7 +335,6 @@ fn prometheus_scrapes_exact_disk_counters_and_latency_buckets() {
     assert!(stored < 2_000.0, "{stored} series in Prometheus");
     assert!(named <= 21.0, "{named} comm values: top 20 and other");
     assert!(folded > 20.0, "the names were folded into other: {folded}");
-    eprintln!("test took {:.1}s", started.elapsed().as_secs_f64());
 }
 
 /// Forks `n` children; each names itself `w-<i>` (prctl, so no exec resets it), writes one

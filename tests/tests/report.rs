@@ -112,7 +112,41 @@ fn a_recording_becomes_a_page_chromium_renders() {
 
     // The browser: the DOM it built, and what it logged (no console errors).
     let url = format!("file://{}", html.display());
-    let (dom, log) = chromium(&dir, &["--dump-dom"], &url);
+    check_dom(&dir, &url);
+
+    // The screenshot is the page, not a blank: a blank page of the same size compresses to
+    // next to nothing.
+    check_screenshot(&dir, &url);
+
+    // One heat map for slides.
+    let svg = out_dir.join("heat.svg");
+    let made = Command::new(&exe)
+        .args(["report"])
+        .arg(&recording)
+        .arg("-o")
+        .arg(&svg)
+        .args(["--disk", &fs.name, "--latency", "device"])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.contains(&format!("{} device time", fs.name)));
+
+    // Bad input: a clear message naming the file.
+    check_bad_input(&dir, &exe);
+    drop(fs);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The DOM the browser built from the page: the charts, heat maps and findings, and no
+/// console error in its log.
+fn check_dom(dir: &Path, url: &str) {
+    let (dom, log) = chromium(dir, &["--dump-dom"], url);
     for line in log.lines() {
         assert!(
             !line.contains("CONSOLE") && !line.contains("Uncaught"),
@@ -137,9 +171,11 @@ fn a_recording_becomes_a_page_chromium_renders() {
     }
     assert!(dom.contains("fix:") && dom.contains("why:"));
     assert!(dom.contains("Threads in D state"));
+}
 
-    // The screenshot is the page, not a blank: a blank page of the same size compresses to
-    // next to nothing.
+/// The screenshot is the page, not a blank: a blank page of the same size compresses to
+/// next to nothing.
+fn check_screenshot(dir: &Path, url: &str) {
     let shot = dir.join("report.png");
     let blank = dir.join("blank.png");
     std::fs::write(
@@ -148,14 +184,14 @@ fn a_recording_becomes_a_page_chromium_renders() {
     )
     .unwrap();
     for (png, page) in [
-        (&shot, url.clone()),
+        (&shot, url.to_string()),
         (
             &blank,
             format!("file://{}", dir.join("blank.html").display()),
         ),
     ] {
         chromium(
-            &dir,
+            dir,
             &[
                 &format!("--screenshot={}", png.display()),
                 "--window-size=1400,3000",
@@ -174,30 +210,13 @@ fn a_recording_becomes_a_page_chromium_renders() {
         shot_png.len(),
         blank_png.len()
     );
+}
 
-    // One heat map for slides.
-    let svg = out_dir.join("heat.svg");
-    let made = Command::new(&exe)
-        .args(["report"])
-        .arg(&recording)
-        .arg("-o")
-        .arg(&svg)
-        .args(["--disk", &fs.name, "--latency", "device"])
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
-    assert!(svg.contains(&format!("{} device time", fs.name)));
-
-    // Bad input: a clear message naming the file.
+/// Bad input: a clear message naming the file.
+fn check_bad_input(dir: &Path, exe: &Path) {
     let bad = dir.join("bad.ndjson");
     std::fs::write(&bad, "not a recording\n").unwrap();
-    let failed = Command::new(&exe)
+    let failed = Command::new(exe)
         .arg("report")
         .arg(&bad)
         .args(["-o", "/tmp/never.html"])
@@ -211,6 +230,4 @@ fn a_recording_becomes_a_page_chromium_renders() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"));
-    drop(fs);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -8,6 +8,7 @@ use std::{
 };
 
 use iotop_bpf_integration::{JsonRun, LoopFs, num, require_root};
+use serde_json::Value;
 
 const PROCESSES: usize = 30_000;
 /// Children alive at once.
@@ -94,27 +95,7 @@ fn thirty_thousand_short_lived_processes_leave_the_memory_flat() {
     std::fs::write(format!("/proc/{tool}/clear_refs"), "5").unwrap();
 
     let started = Instant::now();
-    let (mut launched, mut failed) = (0, 0);
-    let mut slots: Vec<Option<libc::pid_t>> = vec![None; PARALLEL];
-    while launched < PROCESSES || slots.iter().any(Option::is_some) {
-        for (i, slot) in slots.iter_mut().enumerate() {
-            if let Some(pid) = *slot {
-                let mut status = 0;
-                // SAFETY: our own child.
-                if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-                    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-                        failed += 1;
-                    }
-                    *slot = None;
-                }
-            }
-            if slot.is_none() && launched < PROCESSES {
-                *slot = Some(spawn_child(&paths[i], &shared, buffer.cast()));
-                launched += 1;
-            }
-        }
-        thread::sleep(Duration::from_micros(200));
-    }
+    let failed = run_processes(&paths, &shared, buffer);
     let took = started.elapsed();
     // SAFETY: allocated above with this layout.
     unsafe { std::alloc::dealloc(buffer, layout) };
@@ -155,6 +136,39 @@ fn thirty_thousand_short_lived_processes_leave_the_memory_flat() {
         "RSS grew {:.1} MiB (> 16) over {PROCESSES} processes",
         settled - steady
     );
+    check_json_lines(&intervals);
+}
+
+/// Runs [`PROCESSES`] children, [`PARALLEL`] at a time, each on its own file and the shared
+/// one; returns how many failed.
+fn run_processes(paths: &[CString], shared: &CString, buffer: *mut u8) -> u32 {
+    let (mut launched, mut failed) = (0, 0_u32);
+    let mut slots: Vec<Option<libc::pid_t>> = vec![None; PARALLEL];
+    while launched < PROCESSES || slots.iter().any(Option::is_some) {
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if let Some(pid) = *slot {
+                let mut status = 0;
+                // SAFETY: our own child.
+                if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+                        failed += 1;
+                    }
+                    *slot = None;
+                }
+            }
+            if slot.is_none() && launched < PROCESSES {
+                *slot = Some(spawn_child(&paths[i], shared, buffer.cast()));
+                launched += 1;
+            }
+        }
+        thread::sleep(Duration::from_micros(200));
+    }
+    failed
+}
+
+/// The JSON lines: the processes were seen, and each line stays bounded (at most --procs
+/// processes, the rest summed in processes_others).
+fn check_json_lines(intervals: &[Value]) {
     // They were seen: the last intervals name some of them.
     let seen: usize = intervals
         .iter()

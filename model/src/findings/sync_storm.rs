@@ -21,7 +21,7 @@
 //! call's start to last call's end in the interval) waiting in them.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
-use crate::{ProcRow, quantity};
+use crate::{ProcRow, SyncedFiles, quantity};
 
 /// Sync calls in the interval, and per second of it.
 pub const MIN_SYNCS: u64 = 10;
@@ -82,35 +82,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     // The files of the calls judged (settled in the interval, made up to `SETTLE_NS` before).
     let synced = &s.settled_files;
     finding.files = synced.top.iter().map(|(path, _)| path.clone()).collect();
-    let files = match synced.top.as_slice() {
-        [] => String::new(),
-        [(one, _)] => format!(" on {one}"),
-        // More files than are kept, each synced a few times at most: a recent one says what
-        // kind they are (an installer's new files), the most synced may be the odd one.
-        [(first, a), ..] if synced.elsewhere > 0 => {
-            let many = format!(
-                " on {} files or more, the most synced {first} ({a}x)",
-                synced.top.len() + 1
-            );
-            match synced.recent.iter().find(|r| *r != first) {
-                Some(other) => {
-                    if !finding.files.contains(other) {
-                        finding.files.insert(0, other.clone());
-                    }
-                    format!("{many}, lately {other}")
-                }
-                None => many,
-            }
-        }
-        [(first, a), (second, b), rest @ ..] => format!(
-            " on {first} ({a}x), {second} ({b}x){}",
-            if rest.is_empty() {
-                String::new()
-            } else {
-                format!(" and {} more", rest.len())
-            }
-        ),
-    };
+    let files = files_clause(&mut finding, synced);
     // Mostly calls whose payload is not measured (io_uring, or a flush of write-back started
     // before on files the probes could not name): their payload is what they wrote themselves.
     let unmeasured = s.unmeasured.calls * 2 > settled;
@@ -181,4 +153,38 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             .to_string()
     };
     Some(finding)
+}
+
+/// The summary's files: the one synced, the first two and how many more, or, past the files
+/// kept, how many and a recent one (listed first in `finding.files`).
+fn files_clause(finding: &mut Finding, synced: &SyncedFiles) -> String {
+    match synced.top.as_slice() {
+        [] => String::new(),
+        [(one, _)] => format!(" on {one}"),
+        // More files than are kept, each synced a few times at most: a recent one says what
+        // kind they are (an installer's new files), the most synced may be the odd one.
+        [(first, a), ..] if synced.elsewhere > 0 => {
+            let many = format!(
+                " on {} files or more, the most synced {first} ({a}x)",
+                synced.top.len() + 1
+            );
+            match synced.recent.iter().find(|r| *r != first) {
+                Some(other) => {
+                    if !finding.files.contains(other) {
+                        finding.files.insert(0, other.clone());
+                    }
+                    format!("{many}, lately {other}")
+                }
+                None => many,
+            }
+        }
+        [(first, a), (second, b), rest @ ..] => format!(
+            " on {first} ({a}x), {second} ({b}x){}",
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(" and {} more", rest.len())
+            }
+        ),
+    }
 }

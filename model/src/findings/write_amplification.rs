@@ -20,7 +20,7 @@
 //! small file costs it is not amplification caused by syncing.
 
 use super::{Evidence, Finding, FindingKind, Scene, Severity, round1};
-use crate::{ProcRow, SyncPopulation, quantity};
+use crate::{ProcRow, SyncFigures, SyncPopulation, labels::Label, quantity};
 
 /// Fewer small syncs than this per second is not a cadence worth naming.
 pub const MIN_SMALL_SYNCS_PER_S: f64 = 5.0;
@@ -62,7 +62,6 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     if ratio < MIN_AMPLIFICATION {
         return None;
     }
-    let own = small.mean_own();
     let charged = small.mean_charged();
     let journal = s
         .charged_from
@@ -70,9 +69,6 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         .map_or_else(|| "the journal".to_string(), |p| p.comm.clone());
     let kind = s.kind;
     let block = small.fs_block_size;
-    // Of the calls judged (they settle an interval or so after they end, when this
-    // interval's own windows may hold none).
-    let avg_write = small.mean_write();
     let mut populations = describe(kind, small, large, &journal);
     if s.dirs.calls > 0 {
         populations.push_str(&format!(
@@ -102,8 +98,45 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     });
     finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
     finding.files = s.small_files.iter().map(|(path, _)| path.clone()).collect();
+    let file = files_clause(&mut finding, s);
+    let typical = if small.min_payload == small.max_payload {
+        quantity::bytes(small.max_payload)
+    } else {
+        format!("~{}", quantity::bytes(small.mean_payload()))
+    };
+    // "fsync after 128 B writes", or "128 B O_DSYNC writes" for writes that sync themselves.
+    let pattern = if s.kind_is_write() {
+        format!("{typical} {kind}s")
+    } else {
+        format!("{kind} after {typical} writes")
+    };
+    finding.summary = format!(
+        "{} (pid {}): {} write amplification, {pattern}: {populations}{file}",
+        proc.comm,
+        proc.tgid,
+        quantity::times(ratio),
+    );
+    finding.evidence = evidence(scene, s, ratio, journal);
+    // Only what the evidence shows: a journal commit where journal writes were charged, a
+    // cache flush where the calls flushed.
+    let extra = match (charged > 0, small.flushes > 0) {
+        (true, true) => ", plus a journal commit and a cache flush",
+        (true, false) => ", plus a journal commit",
+        (false, true) => ", plus a cache flush",
+        (false, false) => "",
+    };
+    finding.why = format!(
+        "each {kind} of less than a {block}-byte filesystem block still writes a whole block{extra}"
+    );
+    finding.fix = fix(s);
+    Some(finding)
+}
+
+/// The summary's files: the one synced, the first of a few, or, past the files kept, how
+/// many and a recent one (listed first in `finding.files`).
+fn files_clause(finding: &mut Finding, s: &SyncFigures) -> String {
     let listed = finding.files.clone();
-    let file = match listed.as_slice() {
+    match listed.as_slice() {
         [] => String::new(),
         [one] if s.small_files_elsewhere == 0 => format!("; file {one}"),
         [first, ..] if s.small_files_elsewhere == 0 => format!("; files {first} and others"),
@@ -125,25 +158,21 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
                 None => many,
             }
         }
-    };
-    let typical = if small.min_payload == small.max_payload {
-        quantity::bytes(small.max_payload)
-    } else {
-        format!("~{}", quantity::bytes(small.mean_payload()))
-    };
-    // "fsync after 128 B writes", or "128 B O_DSYNC writes" for writes that sync themselves.
-    let pattern = if s.kind_is_write() {
-        format!("{typical} {kind}s")
-    } else {
-        format!("{kind} after {typical} writes")
-    };
-    finding.summary = format!(
-        "{} (pid {}): {} write amplification, {pattern}: {populations}{file}",
-        proc.comm,
-        proc.tgid,
-        quantity::times(ratio),
-    );
-    finding.evidence = vec![
+    }
+}
+
+/// The figures behind the finding: the amplification and the two populations it comes from.
+#[expect(clippy::cast_precision_loss, reason = "a ratio")]
+fn evidence(scene: &Scene, s: &SyncFigures, ratio: f64, journal: String) -> Vec<(Label, Evidence)> {
+    let (small, large) = (&s.small, &s.large);
+    let own = small.mean_own();
+    let charged = small.mean_charged();
+    let kind = s.kind;
+    let block = small.fs_block_size;
+    // Of the calls judged (they settle an interval or so after they end, when this
+    // interval's own windows may hold none).
+    let avg_write = small.mean_write();
+    vec![
         ("amplification", Evidence::Ratio(round1(ratio))),
         ("small_syncs", Evidence::Count(small.calls)),
         ("large_syncs", Evidence::Count(large.calls)),
@@ -176,19 +205,14 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         ),
         ("sync_kind", Evidence::Text(kind.to_string())),
         ("charged_to_journal_thread", Evidence::Text(journal)),
-    ];
-    // Only what the evidence shows: a journal commit where journal writes were charged, a
-    // cache flush where the calls flushed.
-    let extra = match (charged > 0, small.flushes > 0) {
-        (true, true) => ", plus a journal commit and a cache flush",
-        (true, false) => ", plus a journal commit",
-        (false, true) => ", plus a cache flush",
-        (false, false) => "",
-    };
-    finding.why = format!(
-        "each {kind} of less than a {block}-byte filesystem block still writes a whole block{extra}"
-    );
-    finding.fix = if s.small_files_elsewhere > 0 {
+    ]
+}
+
+/// The remedy: sync files together (an installer), drop O_DSYNC for batches, or batch
+/// records.
+fn fix(s: &SyncFigures) -> String {
+    let kind = s.kind;
+    if s.small_files_elsewhere > 0 {
         // More files than are kept, each synced a few times at most: an installer or an
         // unpacker syncing file by file; more records per sync is not the remedy.
         MANY_FILES_FIX.to_string()
@@ -206,8 +230,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         "batch records and sync less often (group commit), write whole blocks, or \
          preallocate the file and use fdatasync"
             .to_string()
-    };
-    Some(finding)
+    }
 }
 
 /// "199 of 200 fsyncs made 128 B durable at 131x (4 KiB own + 12.4 KiB by jbd2/loop0-8

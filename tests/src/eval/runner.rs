@@ -25,21 +25,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
             .env("CACHE", &cache);
     };
     if !w.setup.is_empty() {
-        let mut setup = Command::new("sh");
-        setup.arg("-c").arg(w.setup);
-        env(&mut setup);
-        let out = setup
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("start the setup of {}: {e}", w.name));
-        assert!(
-            out.status.success(),
-            "setup of {} on {fs_kind} failed: {}\n{}{}",
-            w.name,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_setup(w, fs_kind, &env);
     }
     crate::sh("sync", &["-f", fs.mountpoint.to_str().unwrap()]);
 
@@ -53,28 +39,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     let run = JsonRun::start(&[]);
     let workload_started = Instant::now();
     let workload_started_at = std::time::SystemTime::now();
-    let mut command = if traced {
-        let mut c = Command::new("strace");
-        c.args([
-            "-f",
-            "-qq",
-            "--seccomp-bpf",
-            "-y",
-            "-s",
-            "0",
-            "-e",
-            "signal=none",
-        ])
-        .args(["-e", &format!("trace={STRACED}")])
-        .arg("-o")
-        .arg(&log)
-        .args(["sh", "-c", w.command]);
-        c
-    } else {
-        let mut c = Command::new("sh");
-        c.arg("-c").arg(w.command);
-        c
-    };
+    let mut command = workload_command(w, traced, &log);
     env(&mut command);
     let child = command
         .stdin(Stdio::null())
@@ -86,23 +51,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     // pid -> its start time (field 22 of /proc/PID/stat), to end only our own leftovers.
     let pids = Arc::new(Mutex::new(BTreeMap::from([(top, start_time(top))])));
     let done = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (pids, done) = (Arc::clone(&pids), Arc::clone(&done));
-        thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                collect_descendants(&pids);
-                // A workload that hangs (a server that never stops) fails instead of
-                // holding the whole run.
-                if workload_started.elapsed() > WORKLOAD_TIMEOUT {
-                    if let Ok(pids) = pids.lock() {
-                        end_leftovers(&pids);
-                    }
-                    break;
-                }
-                thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
+    let watcher = watch(Arc::clone(&pids), Arc::clone(&done), workload_started);
     let output = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for workload {}: {e}", w.name));
@@ -141,15 +90,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     let raised = raised_for(&intervals, &pid_set, &fs.dev);
     // When the screen first showed an expected finding, from the program's start.
     let expected: Vec<&str> = w.expect.iter().flat_map(|g| g.iter().copied()).collect();
-    let first_named_s = timed
-        .iter()
-        .find(|(_, interval)| {
-            raised_for(std::slice::from_ref(interval), &pid_set, &fs.dev)
-                .iter()
-                .any(|(kind, _)| expected.contains(&kind.as_str()))
-        })
-        .and_then(|(arrived, _)| arrived.duration_since(workload_started_at).ok())
-        .map(|d| d.as_secs_f64());
+    let first_named_s = first_named(&timed, &expected, &pid_set, &fs.dev, workload_started_at);
     if let Some(keep) = std::env::var_os("IOTOP_BPF_EVAL_KEEP") {
         keep_run(
             Path::new(&keep),
@@ -161,14 +102,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
         );
     }
     let _ = std::fs::remove_file(&log);
-    let filefrag = if w.checks.contains(&Check::Zeroing) {
-        trace
-            .as_ref()
-            .map(|t| filefrag_summary(t.direct_files()))
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
+    let filefrag = direct_extents(w, trace.as_ref());
     // The strace process itself is no part of the workload's figures (it is not traced).
     let tree: BTreeSet<u32> = if traced {
         pid_set.iter().copied().filter(|&p| p != top).collect()
@@ -195,6 +129,105 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     );
     cell.first_named_s = first_named_s;
     cell
+}
+
+/// filefrag's summary of the files the workload wrote with direct I/O, where zeroing is
+/// checked (empty else).
+fn direct_extents(w: &Workload, trace: Option<&Trace>) -> String {
+    if w.checks.contains(&Check::Zeroing) {
+        trace
+            .map(|t| filefrag_summary(t.direct_files()))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
+/// The workload's setup, run before iotop-bpf starts: it must succeed.
+fn run_setup(w: &Workload, fs_kind: Fs, env: &impl Fn(&mut Command)) {
+    let mut setup = Command::new("sh");
+    setup.arg("-c").arg(w.setup);
+    env(&mut setup);
+    let out = setup
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("start the setup of {}: {e}", w.name));
+    assert!(
+        out.status.success(),
+        "setup of {} on {fs_kind} failed: {}\n{}{}",
+        w.name,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The workload's command: under strace (its system calls logged to `log`) when checked.
+fn workload_command(w: &Workload, traced: bool, log: &Path) -> Command {
+    if traced {
+        let mut c = Command::new("strace");
+        c.args([
+            "-f",
+            "-qq",
+            "--seccomp-bpf",
+            "-y",
+            "-s",
+            "0",
+            "-e",
+            "signal=none",
+        ])
+        .args(["-e", &format!("trace={STRACED}")])
+        .arg("-o")
+        .arg(log)
+        .args(["sh", "-c", w.command]);
+        c
+    } else {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(w.command);
+        c
+    }
+}
+
+/// Collects the workload's process tree in `pids` until `done`; a workload running past
+/// [`WORKLOAD_TIMEOUT`] has its processes ended.
+fn watch(
+    pids: Arc<Mutex<BTreeMap<u32, u64>>>,
+    done: Arc<AtomicBool>,
+    workload_started: Instant,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        while !done.load(Ordering::Relaxed) {
+            collect_descendants(&pids);
+            // A workload that hangs (a server that never stops) fails instead of
+            // holding the whole run.
+            if workload_started.elapsed() > WORKLOAD_TIMEOUT {
+                if let Ok(pids) = pids.lock() {
+                    end_leftovers(&pids);
+                }
+                break;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+/// Seconds from the program's start to the first interval that raised an `expected` finding.
+fn first_named(
+    timed: &[(std::time::SystemTime, Value)],
+    expected: &[&str],
+    pid_set: &BTreeSet<u32>,
+    dev: &str,
+    workload_started_at: std::time::SystemTime,
+) -> Option<f64> {
+    timed
+        .iter()
+        .find(|(_, interval)| {
+            raised_for(std::slice::from_ref(interval), pid_set, dev)
+                .iter()
+                .any(|(kind, _)| expected.contains(&kind.as_str()))
+        })
+        .and_then(|(arrived, _)| arrived.duration_since(workload_started_at).ok())
+        .map(|d| d.as_secs_f64())
 }
 
 /// `IOTOP_BPF_EVAL_KEEP=DIR` keeps each run's JSON intervals, its process tree and its strace

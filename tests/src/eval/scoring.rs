@@ -14,24 +14,15 @@ pub(super) fn magnitudes(
     filefrag: String,
 ) -> Vec<Magnitude> {
     let device_bytes = after.write_bytes.saturating_sub(before.write_bytes);
-    let m = |what: String, unit, tool: u64, oracle: u64, source| Magnitude {
-        what,
-        unit,
-        tool: float(tool),
-        oracle: float(oracle),
-        source,
-        judged: true,
-        note: String::new(),
-    };
     let mut out = vec![
-        m(
+        judged(
             "device write bytes".into(),
             Unit::Bytes,
             tool.disk_write_bytes,
             device_bytes,
             "diskstats",
         ),
-        m(
+        judged(
             "device write requests".into(),
             Unit::Count,
             tool.disk_writes,
@@ -43,41 +34,10 @@ pub(super) fn magnitudes(
         return out;
     };
     if w.checks.contains(&Check::Syncs) {
-        let splits = tool.kinds.contains_key(SRF_WRITE);
-        let oracle_kinds = trace.kinds_for(splits);
-        // `syncs` leaves write-back starts out where the tool names them apart.
-        let oracle_syncs = oracle_kinds
-            .iter()
-            .filter(|(kind, _)| kind.as_str() != SRF_WRITE)
-            .map(|(_, n)| n)
-            .sum();
-        out.push(m(
-            "syncs".into(),
-            Unit::Count,
-            tool.syncs,
-            oracle_syncs,
-            "strace",
-        ));
-        let kinds: BTreeSet<&String> = tool.kinds.keys().chain(oracle_kinds.keys()).collect();
-        // One kind alone is the total again.
-        if kinds.len() > 1 {
-            for kind in kinds {
-                out.push(m(
-                    format!("syncs: {kind}"),
-                    Unit::Count,
-                    tool.kinds.get(kind).copied().unwrap_or(0),
-                    oracle_kinds.get(kind).copied().unwrap_or(0),
-                    "strace",
-                ));
-            }
-        } else if let Some(kind) = kinds.first()
-            && let Some(last) = out.last_mut()
-        {
-            last.what = format!("syncs ({kind})");
-        }
+        syncs(tool, trace, &mut out);
     }
     if w.checks.contains(&Check::LogicalWrites) {
-        let mut logical = m(
+        let mut logical = judged(
             "logical write bytes".into(),
             Unit::Bytes,
             tool.logical_write_bytes,
@@ -111,63 +71,124 @@ pub(super) fn magnitudes(
         });
     }
     if w.checks.contains(&Check::SmallSyncCost) {
-        let block = u64::from(fs.block);
-        let beyond_data = device_bytes.saturating_sub(trace.fs_data_blocks_bytes(block));
-        let oracle = block
-            + beyond_data
-                .checked_div(trace.committing_syncs())
-                .unwrap_or(0);
-        let mut cost = m(
-            "device bytes per small sync".into(),
-            Unit::Bytes,
-            tool.small_sync_device_bytes
-                .checked_div(tool.small_syncs)
-                .unwrap_or(0),
-            oracle,
-            "block + (diskstats - data) / syncs",
-        );
-        cost.judged = tool.small_syncs > 0;
-        cost.note = format!(
-            "{} small syncs; {} beyond the files' data over {} committing syncs",
-            tool.small_syncs,
-            bytes(float(beyond_data)),
-            trace.committing_syncs()
-        );
-        out.push(cost);
+        out.push(small_sync_cost(fs, tool, trace, device_bytes));
     }
     if w.checks.contains(&Check::Zeroing) {
-        // btrfs takes no direct write that is not aligned to its sector size: it falls back
-        // to buffered I/O, and nothing is zeroed.
-        let (tail_writes, zeroed) = if fs.kind == "btrfs" {
-            (0, 0)
-        } else {
-            trace.predicted_zeroing(u64::from(fs.block))
-        };
-        let mut writes = m(
-            "zeroing writes".into(),
-            Unit::Count,
-            tool.zeroing_writes,
-            tail_writes,
-            "strace + geometry",
-        );
-        // The finding may count what the process row does not (zeroing inside EOF).
-        if let Some((n, z)) = tool.finding_zeroing
-            && n != tool.zeroing_writes
-        {
-            writes.note = format!("the finding's evidence: {n} writes, {}", bytes(float(z)));
-        }
-        out.push(writes);
-        let mut bytes = m(
-            "zeroed bytes".into(),
-            Unit::Bytes,
-            tool.zeroed_bytes,
-            zeroed,
-            "strace + geometry",
-        );
-        bytes.note = filefrag;
-        out.push(bytes);
+        zeroing(fs, tool, trace, filefrag, &mut out);
     }
     out
+}
+
+/// A judged figure: the tool's against its oracle's.
+fn judged(what: String, unit: Unit, tool: u64, oracle: u64, source: &'static str) -> Magnitude {
+    Magnitude {
+        what,
+        unit,
+        tool: float(tool),
+        oracle: float(oracle),
+        source,
+        judged: true,
+        note: String::new(),
+    }
+}
+
+/// The sync calls against strace's, in all and by kind (when there are several).
+fn syncs(tool: &Figures, trace: &Trace, out: &mut Vec<Magnitude>) {
+    let splits = tool.kinds.contains_key(SRF_WRITE);
+    let oracle_kinds = trace.kinds_for(splits);
+    // `syncs` leaves write-back starts out where the tool names them apart.
+    let oracle_syncs = oracle_kinds
+        .iter()
+        .filter(|(kind, _)| kind.as_str() != SRF_WRITE)
+        .map(|(_, n)| n)
+        .sum();
+    out.push(judged(
+        "syncs".into(),
+        Unit::Count,
+        tool.syncs,
+        oracle_syncs,
+        "strace",
+    ));
+    let kinds: BTreeSet<&String> = tool.kinds.keys().chain(oracle_kinds.keys()).collect();
+    // One kind alone is the total again.
+    if kinds.len() > 1 {
+        for kind in kinds {
+            out.push(judged(
+                format!("syncs: {kind}"),
+                Unit::Count,
+                tool.kinds.get(kind).copied().unwrap_or(0),
+                oracle_kinds.get(kind).copied().unwrap_or(0),
+                "strace",
+            ));
+        }
+    } else if let Some(kind) = kinds.first()
+        && let Some(last) = out.last_mut()
+    {
+        last.what = format!("syncs ({kind})");
+    }
+}
+
+/// What a small sync costs the device: a block, and its share of what the device wrote
+/// beyond the files' data.
+fn small_sync_cost(fs: Fs, tool: &Figures, trace: &Trace, device_bytes: u64) -> Magnitude {
+    let block = u64::from(fs.block);
+    let beyond_data = device_bytes.saturating_sub(trace.fs_data_blocks_bytes(block));
+    let oracle = block
+        + beyond_data
+            .checked_div(trace.committing_syncs())
+            .unwrap_or(0);
+    let mut cost = judged(
+        "device bytes per small sync".into(),
+        Unit::Bytes,
+        tool.small_sync_device_bytes
+            .checked_div(tool.small_syncs)
+            .unwrap_or(0),
+        oracle,
+        "block + (diskstats - data) / syncs",
+    );
+    cost.judged = tool.small_syncs > 0;
+    cost.note = format!(
+        "{} small syncs; {} beyond the files' data over {} committing syncs",
+        tool.small_syncs,
+        bytes(float(beyond_data)),
+        trace.committing_syncs()
+    );
+    cost
+}
+
+/// The writes that zero a block's head or tail, and the bytes they zero, against the
+/// prediction from strace and the filesystem's geometry.
+fn zeroing(fs: Fs, tool: &Figures, trace: &Trace, filefrag: String, out: &mut Vec<Magnitude>) {
+    // btrfs takes no direct write that is not aligned to its sector size: it falls back
+    // to buffered I/O, and nothing is zeroed.
+    let (tail_writes, zeroed) = if fs.kind == "btrfs" {
+        (0, 0)
+    } else {
+        trace.predicted_zeroing(u64::from(fs.block))
+    };
+    let mut writes = judged(
+        "zeroing writes".into(),
+        Unit::Count,
+        tool.zeroing_writes,
+        tail_writes,
+        "strace + geometry",
+    );
+    // The finding may count what the process row does not (zeroing inside EOF).
+    if let Some((n, z)) = tool.finding_zeroing
+        && n != tool.zeroing_writes
+    {
+        writes.note = format!("the finding's evidence: {n} writes, {}", bytes(float(z)));
+    }
+    out.push(writes);
+    let mut bytes = judged(
+        "zeroed bytes".into(),
+        Unit::Bytes,
+        tool.zeroed_bytes,
+        zeroed,
+        "strace + geometry",
+    );
+    bytes.note = filefrag;
+    out.push(bytes);
 }
 
 /// Where the tool's logical write bytes fall short of strace's, process by process: writers

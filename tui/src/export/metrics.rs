@@ -177,7 +177,14 @@ fn per_op(f: &DiskFigures) -> [(&'static str, u64, Option<u64>); 5] {
 )]
 impl Exporter {
     fn encode(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
-        // Disks.
+        self.encode_disks(enc)?;
+        self.encode_workloads(enc)?;
+        self.encode_findings(enc)?;
+        self.encode_tool(enc)
+    }
+
+    /// The disks' requests, bytes, errors, latency and size histograms (since start).
+    fn encode_disks(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let mut requests = Vec::new();
         let mut bytes = Vec::new();
         for disk in &self.disks {
@@ -255,8 +262,11 @@ impl Exporter {
             &Unit::Bytes,
             &sizes,
         )?;
+        Ok(())
+    }
 
-        // Workloads.
+    /// The workloads' (command names') requests, bytes, sync latency and time in D.
+    fn encode_workloads(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let mut requests = Vec::new();
         let mut bytes = Vec::new();
         let mut syncs = Vec::new();
@@ -307,8 +317,11 @@ impl Exporter {
             Some(&Unit::Seconds),
             &dstate,
         )?;
+        Ok(())
+    }
 
-        // Findings.
+    /// Which findings are active, by kind, severity and subject.
+    fn encode_findings(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let findings: Vec<_> = self
             .findings
             .iter()
@@ -335,8 +348,12 @@ impl Exporter {
             None,
             &findings,
         )?;
+        Ok(())
+    }
 
-        // The tool itself.
+    /// The tool itself: its events, intervals, what the exporter left out, threads in D and
+    /// its version.
+    fn encode_tool(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let no_labels = labels(&[]);
         for (name, help, value) in [
             (

@@ -24,6 +24,37 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) ->
     if let Some(line) = host_line(&snap.host) {
         let _ = writeln!(out, "{line}");
     }
+    disk_lines(&mut out, snap);
+    proc_lines(&mut out, snap, pids, max_procs);
+    for d in &snap.dstate {
+        let blocked = d
+            .blocked_ns
+            .map_or_else(|| "since start".to_string(), units::latency);
+        let _ = writeln!(
+            out,
+            "D {}/{} {} blocked {blocked} in {}",
+            d.tgid,
+            d.tid,
+            d.comm,
+            wait_site(&d.stack, d.no_stack, 4)
+        );
+    }
+    for f in snap.findings.iter().filter(|f| f.active) {
+        let _ = writeln!(
+            out,
+            "FINDING {} {}: {}",
+            f.severity.name(),
+            f.kind.name(),
+            f.summary
+        );
+        let _ = writeln!(out, "  why: {}", f.why);
+        let _ = writeln!(out, "  fix: {}", f.fix);
+    }
+    out
+}
+
+/// The disks' lines, as iostat writes them: rates, awaits, queue size, utilisation.
+fn disk_lines(out: &mut String, snap: &Snapshot) {
     let _ = writeln!(
         out,
         "{:<12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>8}",
@@ -55,6 +86,11 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) ->
             snap.rate(f.flushes),
         );
     }
+}
+
+/// The processes' lines: at most `max_procs` of them (`pids` only, when given), the rest
+/// summed in one row.
+fn proc_lines(out: &mut String, snap: &Snapshot, pids: &[u32], max_procs: usize) {
     let _ = writeln!(
         out,
         "{:>8} {:<16} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7} {:>9} {:>8} {:>9}",
@@ -115,31 +151,6 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) ->
             o.dstate_ms,
         );
     }
-    for d in &snap.dstate {
-        let blocked = d
-            .blocked_ns
-            .map_or_else(|| "since start".to_string(), units::latency);
-        let _ = writeln!(
-            out,
-            "D {}/{} {} blocked {blocked} in {}",
-            d.tgid,
-            d.tid,
-            d.comm,
-            wait_site(&d.stack, d.no_stack, 4)
-        );
-    }
-    for f in snap.findings.iter().filter(|f| f.active) {
-        let _ = writeln!(
-            out,
-            "FINDING {} {}: {}",
-            f.severity.name(),
-            f.kind.name(),
-            f.summary
-        );
-        let _ = writeln!(out, "  why: {}", f.why);
-        let _ = writeln!(out, "  fix: {}", f.fix);
-    }
-    out
 }
 
 /// `host load 2.10 1.50 0.80 running 3 blocked 1 iowait 4.0% psi_io some 12.34 full 3.02

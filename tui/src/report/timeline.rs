@@ -200,6 +200,14 @@ impl Timeline {
         self.events_received = snap.events.received_total;
         self.events_dropped = snap.events.dropped_total;
 
+        self.add_disks(snap, b);
+        self.add_procs(snap, b);
+        self.add_findings(snap, from_ns);
+        self.add_dstate(snap);
+    }
+
+    /// Each disk's interval figures into its bucket `b`.
+    fn add_disks(&mut self, snap: &Snapshot, b: usize) {
         for d in &snap.disks {
             let track = self.disks.entry(d.dev).or_insert_with(|| DiskTrack {
                 name: d.name.clone(),
@@ -224,7 +232,11 @@ impl Timeline {
             cell.queue += &f.queue_hist;
             cell.device += &f.device_hist;
         }
+    }
 
+    /// Each process with I/O, syncs or time in D into its bucket `b`; past [`MAX_PROCS`], the
+    /// lightest are dropped.
+    fn add_procs(&mut self, snap: &Snapshot, b: usize) {
         for p in &snap.procs {
             let f = &p.interval;
             if f.ios() == 0 && f.sync.syncs == 0 && f.dstate_ns == 0 {
@@ -275,7 +287,10 @@ impl Timeline {
                 self.procs.remove(&tgid);
             }
         }
+    }
 
+    /// Each active finding: its worst wording, and its episode extended or begun at `from_ns`.
+    fn add_findings(&mut self, snap: &Snapshot, from_ns: u64) {
         for f in snap.findings.iter().filter(|f| f.active) {
             let key = (f.kind, f.tgid, f.dev);
             if !self.findings.contains_key(&key) && self.findings.len() >= MAX_FINDINGS {
@@ -294,8 +309,10 @@ impl Timeline {
                 _ => track.episodes.push((from_ns, snap.elapsed_ns)),
             }
         }
+    }
 
-        // D-state: finished episodes as the model lists them, and threads blocked now.
+    /// D state: finished episodes as the model lists them, and threads blocked now.
+    fn add_dstate(&mut self, snap: &Snapshot) {
         let base = snap.now_ns.saturating_sub(snap.elapsed_ns);
         for e in &snap.dstate_recent {
             let to = e.ended_ns.saturating_sub(base);

@@ -11,7 +11,7 @@ use ratatui::{
 
 use super::{Theme, UiState, findings, latency::slot_label, procs};
 use crate::{
-    model::{Latency, Party, ProcFigures, ProcRow, Snapshot, quantity},
+    model::{Latency, Party, ProcFigures, ProcRow, Snapshot, SyncFigures, quantity},
     units,
 };
 
@@ -136,6 +136,39 @@ fn summary_lines<'a>(
     ];
     lines.extend(wait_lines(row, f, secs, theme));
     // What each sync call cost, by population (settled calls).
+    push_sync_costs(&mut lines, s, theme);
+    let honouring: Vec<&str> = row
+        .devices
+        .iter()
+        .filter(|d| d.fua_supported)
+        .map(|d| d.name.as_str())
+        .collect();
+    if f.fua_writes > 0 || !honouring.is_empty() {
+        lines.push(Line::from(vec![
+            Span::styled("FUA   ", theme.key),
+            Span::raw(format!(
+                "{} writes made durable by the device on their own ({} honours FUA)",
+                f.fua_writes,
+                honouring.join(", "),
+            )),
+        ]));
+    }
+    for (label, sizes) in [("W SIZES", &f.write_sizes), ("R SIZES", &f.read_sizes)] {
+        if !sizes.is_empty() {
+            lines.push(Line::from(vec![
+                Span::styled(format!("{label} "), theme.key),
+                Span::raw(size_mix(sizes)),
+            ]));
+        }
+    }
+    push_parties(&mut lines, f, secs, theme);
+    push_findings(&mut lines, row, snap, theme);
+    lines
+}
+
+/// What each of its settled sync calls cost, small and large apart, and its io_uring syncs
+/// (whose payload is not measured).
+fn push_sync_costs(lines: &mut Vec<Line<'_>>, s: &SyncFigures, theme: &Theme) {
     for (label, p) in [("small", &s.small), ("large", &s.large)] {
         if p.calls > 0 {
             lines.push(Line::from(vec![
@@ -164,30 +197,14 @@ fn summary_lines<'a>(
             )),
         ]));
     }
-    let honouring: Vec<&str> = row
-        .devices
-        .iter()
-        .filter(|d| d.fua_supported)
-        .map(|d| d.name.as_str())
-        .collect();
-    if f.fua_writes > 0 || !honouring.is_empty() {
-        lines.push(Line::from(vec![
-            Span::styled("FUA   ", theme.key),
-            Span::raw(format!(
-                "{} writes made durable by the device on their own ({} honours FUA)",
-                f.fua_writes,
-                honouring.join(", "),
-            )),
-        ]));
-    }
-    for (label, sizes) in [("W SIZES", &f.write_sizes), ("R SIZES", &f.read_sizes)] {
-        if !sizes.is_empty() {
-            lines.push(Line::from(vec![
-                Span::styled(format!("{label} "), theme.key),
-                Span::raw(size_mix(sizes)),
-            ]));
-        }
-    }
+}
+
+/// Who wrote for it and for whom it wrote: inside sync calls, and by write-back of dirty
+/// pages.
+fn push_parties(lines: &mut Vec<Line<'_>>, f: &ProcFigures, secs: f64, theme: &Theme) {
+    #[expect(clippy::cast_precision_loss, reason = "display rates")]
+    let rate = |n: u64| n as f64 / secs;
+    let s = &f.sync;
     if !s.charged_from.is_empty() {
         lines.push(Line::from(vec![
             Span::styled("      written for it by ", theme.dim),
@@ -221,6 +238,10 @@ fn summary_lines<'a>(
             )),
         ]));
     }
+}
+
+/// Its findings, each with its files, why and how to fix it.
+fn push_findings<'a>(lines: &mut Vec<Line<'a>>, row: &ProcRow, snap: &'a Snapshot, theme: &Theme) {
     for finding in snap.findings.iter().filter(|f| f.tgid == Some(row.tgid)) {
         // The pane's line, uncut: the drill-down wraps it instead.
         let one = findings::Group {
@@ -248,7 +269,6 @@ fn summary_lines<'a>(
             Span::raw(finding.fix.as_str()),
         ]));
     }
-    lines
 }
 
 fn render_sync_hist(frame: &mut Frame, area: Rect, row: &ProcRow, ui: &UiState, theme: &Theme) {

@@ -239,19 +239,7 @@ pub fn lines(
         .map(|f| column(f, &subject, kind).map(Column::hist))
         .collect();
     let used: Vec<Log2Hist> = hists.iter().flatten().copied().collect();
-    let name = match &subject {
-        Subject::Disk(_, name) => format!("disk {name}"),
-        Subject::Proc(pid, comm) => format!("pid {pid} {comm}"),
-    };
-    let what = match (kind, &subject) {
-        (HeatKind::Sync, _) => "sync call latency",
-        (HeatKind::Queue, _) => "queue time",
-        (HeatKind::Device, _) => "device time",
-        (HeatKind::Total, Subject::Disk(..)) if ui.heat_kind == HeatKind::Sync => {
-            "total (sync latency is a process's)"
-        }
-        (HeatKind::Total, _) => "total latency",
-    };
+    let (name, what) = title_words(&subject, kind, ui);
     #[expect(clippy::cast_precision_loss, reason = "display")]
     let step_secs = interval_ns as f64 / 1e9;
     let span_ns = u64::try_from(frames.len()).unwrap_or(0) * interval_ns;
@@ -296,17 +284,7 @@ pub fn lines(
 
     // Sparklines of the subject's rates and p99, one row, side by side.
     if spark_row {
-        let all = series(&frames, &subject, kind);
-        let each = width / 3;
-        let mut spans = Vec::new();
-        for (label, values, show) in all {
-            let last = show(values.last().copied().unwrap_or(0.0));
-            let w = each.saturating_sub(label.len() + last.len() + 3).max(1);
-            spans.push(Span::styled(format!("{label} "), theme.key));
-            spans.push(Span::styled(sparkline(&values, w), theme.device_bar));
-            spans.push(Span::raw(format!(" {last:<w$}", w = last.len() + 1)));
-        }
-        lines.push(text::fit(Line::from(spans), width));
+        lines.push(sparklines(&frames, &subject, kind, width, theme));
     }
 
     // The rows span the range observed in view (see `buckets`): from its low percentile to
@@ -321,30 +299,9 @@ pub fn lines(
     }
     let pad = columns - hists.len();
     for bucket in plan.iter().rev() {
-        let label = buckets::floor_label(bucket, &used_refs);
-        let mut spans = vec![Span::raw(format!(
-            "{label:>w$}│",
-            w = usize::from(LABEL_WIDTH)
-        ))];
-        spans.push(Span::raw(" ".repeat(pad)));
-        // Runs of one shade share a span (fewer spans, same look).
-        let mut run = String::new();
-        let mut run_level = usize::MAX;
-        for h in &hists {
-            let level = h.as_ref().map_or(0, |h| shading.level(bucket.count(h)));
-            if level != run_level && !run.is_empty() {
-                spans.push(Span::styled(
-                    std::mem::take(&mut run),
-                    heat_style(theme, run_level),
-                ));
-            }
-            run_level = level;
-            run.push(SHADES[level]);
-        }
-        if !run.is_empty() {
-            spans.push(Span::styled(run, heat_style(theme, run_level)));
-        }
-        lines.push(text::fit(Line::from(spans), width));
+        lines.push(heat_row(
+            bucket, &used_refs, &hists, pad, &shading, theme, width,
+        ));
     }
     // Empty rows above the slowest bucket, so the axis stays at the bottom.
     while lines.len() < usize::from(inner_height) - 1 {
@@ -359,6 +316,82 @@ pub fn lines(
     lines.push(text::fit(Line::from(axis_line), width));
     lines.insert(0, title_line);
     lines
+}
+
+/// The title's words: whose map (a disk or a process) and of what.
+fn title_words(subject: &Subject, kind: HeatKind, ui: &UiState) -> (String, &'static str) {
+    let name = match subject {
+        Subject::Disk(_, name) => format!("disk {name}"),
+        Subject::Proc(pid, comm) => format!("pid {pid} {comm}"),
+    };
+    let what = match (kind, subject) {
+        (HeatKind::Sync, _) => "sync call latency",
+        (HeatKind::Queue, _) => "queue time",
+        (HeatKind::Device, _) => "device time",
+        (HeatKind::Total, Subject::Disk(..)) if ui.heat_kind == HeatKind::Sync => {
+            "total (sync latency is a process's)"
+        }
+        (HeatKind::Total, _) => "total latency",
+    };
+    (name, what)
+}
+
+/// Sparklines of the subject's rates and p99, one row, side by side.
+fn sparklines(
+    frames: &[&HistFrame],
+    subject: &Subject,
+    kind: HeatKind,
+    width: usize,
+    theme: &Theme,
+) -> Line<'static> {
+    let all = series(frames, subject, kind);
+    let each = width / 3;
+    let mut spans = Vec::new();
+    for (label, values, show) in all {
+        let last = show(values.last().copied().unwrap_or(0.0));
+        let w = each.saturating_sub(label.len() + last.len() + 3).max(1);
+        spans.push(Span::styled(format!("{label} "), theme.key));
+        spans.push(Span::styled(sparkline(&values, w), theme.device_bar));
+        spans.push(Span::raw(format!(" {last:<w$}", w = last.len() + 1)));
+    }
+    text::fit(Line::from(spans), width)
+}
+
+/// One row of the map: the bucket's floor, then a cell per column (`pad` blank ones first
+/// while the history is shorter than the pane), shaded by its count.
+fn heat_row(
+    bucket: &buckets::Bucket,
+    used: &[&Log2Hist],
+    hists: &[Option<Log2Hist>],
+    pad: usize,
+    shading: &Shading,
+    theme: &Theme,
+    width: usize,
+) -> Line<'static> {
+    let label = buckets::floor_label(bucket, used);
+    let mut spans = vec![Span::raw(format!(
+        "{label:>w$}│",
+        w = usize::from(LABEL_WIDTH)
+    ))];
+    spans.push(Span::raw(" ".repeat(pad)));
+    // Runs of one shade share a span (fewer spans, same look).
+    let mut run = String::new();
+    let mut run_level = usize::MAX;
+    for h in hists {
+        let level = h.as_ref().map_or(0, |h| shading.level(bucket.count(h)));
+        if level != run_level && !run.is_empty() {
+            spans.push(Span::styled(
+                std::mem::take(&mut run),
+                heat_style(theme, run_level),
+            ));
+        }
+        run_level = level;
+        run.push(SHADES[level]);
+    }
+    if !run.is_empty() {
+        spans.push(Span::styled(run, heat_style(theme, run_level)));
+    }
+    text::fit(Line::from(spans), width)
 }
 
 pub fn render(

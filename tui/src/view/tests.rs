@@ -8,6 +8,14 @@ use crate::{
     model::{Dev, fixtures::demo_snapshot},
 };
 
+// Named for their panes, not as the view's modules they test: a `disks` here would hide
+// `super::disks` from these tests.
+mod disks_pane;
+mod findings_pane;
+mod host_line;
+mod latency_pane;
+mod processes_pane;
+
 pub(crate) fn ui() -> UiState {
     UiState {
         host: "db01".into(),
@@ -110,63 +118,6 @@ fn drill_down_names_every_kind_of_sync_and_fua_120x40() {
     insta::assert_snapshot!(screen);
 }
 
-#[test]
-fn rows_with_a_finding_are_marked_with_a_symbol() {
-    let screen = text(&draw(80, 24, &demo_snapshot(), &ui()));
-    let lab001 = screen.lines().find(|l| l.starts_with(" 5689 ")).unwrap();
-    assert!(lab001.contains("‼ lab001"), "{screen}");
-    assert!(screen.contains("‼ CRIT write_amplification"), "{screen}");
-}
-
-#[test]
-fn the_busiest_process_comes_first_and_the_selection_is_marked_without_colour() {
-    let snap = demo_snapshot();
-    let mut ui = ui();
-    ui.selected_pid = Some(777);
-    let screen = text(&draw(80, 24, &snap, &ui));
-    let rows: Vec<&str> = screen
-        .lines()
-        .filter(|l| l.contains("restic") || l.contains("postgres"))
-        .collect();
-    assert!(
-        rows[0].contains("restic"),
-        "restic moves 31 MiB/s, postgres 3 MiB/s:\n{screen}"
-    );
-    assert!(rows[0].starts_with(theme::SELECTED_SYMBOL), "{screen}");
-}
-
-#[test]
-fn filter_by_name_or_pid() {
-    let snap = demo_snapshot();
-    let mut ui = ui();
-    ui.filter = "POST".into();
-    let screen = text(&draw(80, 24, &snap, &ui));
-    assert!(
-        screen.contains("postgres") && !screen.contains("restic"),
-        "{screen}"
-    );
-    ui.filter = "777".into();
-    let screen = text(&draw(80, 24, &snap, &ui));
-    assert!(
-        screen.contains("restic") && !screen.contains("postgres"),
-        "{screen}"
-    );
-}
-
-#[test]
-fn a_tiny_terminal_gets_a_message_not_a_panic() {
-    let screen = text(&draw(40, 10, &demo_snapshot(), &ui()));
-    assert!(screen.contains("Terminal too small"), "{screen}");
-    let _ = draw(1, 1, &demo_snapshot(), &ui());
-    let _ = draw(MIN_WIDTH, MIN_HEIGHT, &demo_snapshot(), &ui());
-}
-
-#[test]
-fn an_empty_snapshot_renders() {
-    let screen = text(&draw(80, 24, &Snapshot::default(), &ui()));
-    assert!(screen.contains("no block I/O"), "{screen}");
-}
-
 fn history_ui() -> UiState {
     UiState {
         // 2026-11-22T00:00:00Z: past intervals have a readable time of day.
@@ -203,36 +154,6 @@ fn heat_map_of_a_process_sync_latency_120x40() {
         "{screen}"
     );
     insta::assert_snapshot!(screen);
-}
-
-#[test]
-fn the_heat_map_shows_the_spike_where_it_happened() {
-    let history = demo_history();
-    let snap = history.snapshot(INTERVALS).unwrap().clone();
-    let mut ui = history_ui();
-    ui.show_heatmap = true;
-    ui.focus = Focus::Disks;
-    ui.selected_disk = Some(Dev::new(7, 0));
-    let screen = text(&draw_with(120, 40, &snap, &history, &ui));
-    // loop0's device time sat at 256us-1ms and jumped 16x for intervals 40 to 54: the rows
-    // of 4 ms and more are lit there only, 36 to 50 columns left of the newest.
-    let axis = screen.lines().find(|l| l.contains('└')).unwrap();
-    let right = axis.chars().count() - 1;
-    let slow = screen
-        .lines()
-        .find(|l| l.trim_start().starts_with("4ms│"))
-        .unwrap_or_else(|| panic!("{screen}"));
-    let lit: Vec<usize> = slow
-        .chars()
-        .enumerate()
-        .filter(|(_, c)| "░▒▓█".contains(*c))
-        .map(|(i, _)| right - i)
-        .collect();
-    assert!(!lit.is_empty(), "{screen}");
-    assert!(
-        lit.iter().all(|back| (36..=50).contains(back)),
-        "{lit:?}\n{screen}"
-    );
 }
 
 #[test]
@@ -305,129 +226,6 @@ fn throttled_calls_and_dirty_pauses_142x40() {
 }
 
 #[test]
-fn a_wide_table_names_each_process_cgroup_170x40() {
-    let snap = demo_snapshot();
-    let screen = text(&draw(170, 40, &snap, &ui()));
-    let postgres = screen.lines().find(|l| l.contains("postgres ")).unwrap();
-    assert!(postgres.contains("postgresql.service"), "{postgres}");
-}
-
-fn top_line(width: u16, snap: &Snapshot, ui: &UiState) -> String {
-    text(&draw(width, 24, snap, ui))
-        .lines()
-        .next()
-        .unwrap()
-        .trim_end()
-        .to_string()
-}
-
-#[test]
-fn the_host_header_fits_at_80_columns_beside_the_tools_cost_and_warnings() {
-    let mut snap = demo_snapshot();
-    // What a live run adds: BPF cost, own CPU, and dropped records (a warning).
-    snap.events.bpf_cpu_pct = Some(1.3);
-    snap.events.bpf_ns_per_io = Some(1036);
-    snap.events.cpu_pct = Some(2.5);
-    snap.events.dropped = 5;
-    let top = top_line(80, &snap, &ui());
-    assert!(
-        top.ends_with("ld 2.1 r3 b1 wa 4% psi 12/3 dirty 40M"),
-        "the header is whole, not cut: {top:?}"
-    );
-    assert!(
-        top.contains("dropped 5") && top.contains("D:2"),
-        "warnings stay: {top:?}"
-    );
-    assert!(
-        !top.contains("6.18.44"),
-        "the kernel release goes first: {top:?}"
-    );
-    // With room, nothing goes.
-    let wide = top_line(200, &snap, &ui());
-    for part in [
-        "6.18.44",
-        "up 0:00:07",
-        "bpf 1.3% 1036ns/io",
-        "cpu 2.5%",
-        "every 7.0s",
-    ] {
-        assert!(
-            wide.contains(part),
-            "{part} missing at 200 columns: {wide:?}"
-        );
-    }
-    assert!(
-        wide.ends_with(
-            "load 2.10 1.50 0.80 run 3 blk 1 iowait 4.0% psi 12.34/3.02 dirty 40M wb 2.0M"
-        ),
-        "{wide:?}"
-    );
-}
-
-#[test]
-fn a_replay_without_host_figures_shows_none_and_leaves_the_line_as_it_was() {
-    let mut snap = demo_snapshot();
-    snap.host = crate::model::HostFigures::default();
-    assert_eq!(
-        top_line(80, &snap, &ui()),
-        "iotop-bpf db01 6.18.44 up 0:00:07 220 ev/s dropped 0 every 7.0s D:2"
-    );
-}
-
-#[test]
-fn only_known_host_figures_are_shown() {
-    let mut snap = demo_snapshot();
-    // A kernel without PSI, on the first interval of a run without a baseline.
-    snap.host.psi_io_some_avg10 = None;
-    snap.host.psi_io_full_avg10 = None;
-    snap.host.iowait_pct = None;
-    snap.host.writeback_bytes = None;
-    let top = top_line(80, &snap, &ui());
-    assert!(top.ends_with("D:2 ld 2.1 r3 b1 dirty 40M"), "{top:?}");
-    let wide = top_line(200, &snap, &ui());
-    assert!(
-        wide.ends_with("load 2.10 1.50 0.80 run 3 blk 1 dirty 40M"),
-        "{wide:?}"
-    );
-}
-
-#[test]
-fn a_disk_with_a_scheduler_splits_its_queue_time_as_btt_does() {
-    let snap = demo_snapshot();
-    let mut ui = ui();
-    ui.focus = Focus::Disks;
-    ui.selected_disk = Some(Dev::new(259, 0));
-    let screen = text(&draw(100, 40, &snap, &ui));
-    let sched = screen
-        .lines()
-        .find(|l| l.contains("G2I "))
-        .unwrap_or_else(|| {
-            panic!("no scheduler line:\n{screen}");
-        });
-    assert!(
-        sched.contains("mq-deadline G2I 2.0us I2D 81us avg (100%)") && sched.contains("(D2C)"),
-        "{sched}"
-    );
-    // loop0 has no scheduler: no split.
-    ui.selected_disk = Some(Dev::new(7, 0));
-    let screen = text(&draw(100, 40, &snap, &ui));
-    assert!(!screen.contains("G2I "), "{screen}");
-}
-
-#[test]
-fn very_wide_disks_pane_adds_merges_and_keeps_readable_sparklines() {
-    let history = demo_history();
-    let snap = history.snapshot(INTERVALS).unwrap().clone();
-    let narrow = text(&draw_with(160, 40, &snap, &history, &history_ui()));
-    assert!(!narrow.contains("rrqm/s"), "{narrow}");
-    let wide = text(&draw_with(200, 40, &snap, &history, &history_ui()));
-    assert!(
-        wide.contains("rrqm/s  wrqm/s") && wide.contains("IOPS trend"),
-        "{wide}"
-    );
-}
-
-#[test]
 fn throttled_drill_down_120x40() {
     let snap = crate::model::fixtures::throttled_snapshot();
     let mut ui = ui();
@@ -445,38 +243,6 @@ fn dirty_pauses_in_the_drill_down_80x24() {
     let screen = text(&draw(80, 24, &snap, &ui));
     assert!(screen.contains("DIRTY"), "{screen}");
     insta::assert_snapshot!(screen);
-}
-
-#[test]
-fn cgroup_rows_sum_their_members_dirty_pauses_and_calls() {
-    let snap = crate::model::fixtures::throttled_snapshot();
-    let ui = ui();
-    let members = procs::visible(&snap, &ui);
-    let pauses: u64 = members
-        .iter()
-        .map(|p| p.interval.waits.dirty.pause_ns)
-        .sum();
-    let calls: u64 = members
-        .iter()
-        .map(|p| p.interval.waits.calls.latency.count)
-        .sum();
-    let worst = members
-        .iter()
-        .map(|p| p.interval.waits.calls.latency.p99_ns)
-        .max()
-        .unwrap();
-    assert!(pauses > 0 && calls > 0, "the fixture has both");
-    let groups = procs::by_cgroup(&snap, &ui);
-    let sum = |f: fn(&crate::model::ProcRow) -> u64| groups.iter().map(f).sum::<u64>();
-    assert_eq!(sum(|g| g.interval.waits.dirty.pause_ns), pauses);
-    assert_eq!(sum(|g| g.interval.waits.calls.latency.count), calls);
-    assert_eq!(
-        groups
-            .iter()
-            .map(|g| g.interval.waits.calls.latency.p99_ns)
-            .max(),
-        Some(worst)
-    );
 }
 
 /// An incident's findings, six lines' worth: lab001's small fsyncs and make stuck in D (as in
@@ -646,40 +412,6 @@ fn findings_pane_focused_at_every_size() {
 }
 
 #[test]
-fn an_unfocused_findings_pane_says_how_to_reach_it_and_counts_what_it_hides() {
-    let screen = text(&draw(80, 24, &incident_snapshot(), &ui()));
-    assert!(
-        screen.contains(" Findings: 4 active, 2 ended · +4 more ─ Tab: open one"),
-        "{screen}"
-    );
-    assert!(
-        screen.contains("‼ CRIT write_amplification lab001 pid 5689 …/lab/lab001.data")
-            || screen.contains("‼ CRIT write_amplification lab001 pid 5689 /srv/lab/lab001.data"),
-        "at 80 columns the file comes before the numbers:\n{screen}"
-    );
-    assert!(!screen.contains("▸ Findings"), "{screen}");
-}
-
-#[test]
-fn the_focused_pane_is_marked_before_a_row_is_selected() {
-    for (focus, title) in [
-        (Focus::Processes, "▸ Processes by"),
-        (Focus::Disks, "▸ Disks"),
-        (Focus::Findings, "▸ Findings"),
-    ] {
-        let mut ui = ui();
-        ui.focus = focus;
-        let screen = text(&draw(80, 24, &demo_snapshot(), &ui));
-        assert!(screen.contains(title), "{title}:\n{screen}");
-        assert_eq!(
-            screen.matches('▸').count(),
-            1,
-            "one pane has the keys:\n{screen}"
-        );
-    }
-}
-
-#[test]
 fn finding_text_at_every_size() {
     let snap = incident_snapshot();
     let mut ui = ui();
@@ -810,76 +542,4 @@ fn a_latency_range_of_ten_microseconds_to_two_milliseconds_reads_at_80x24() {
 fn a_latency_range_of_ten_microseconds_to_two_milliseconds_reads_at_120x40() {
     // Tall enough for one row a slot.
     insta::assert_snapshot!(ten_us_to_two_ms_reads(120, 40, 8));
-}
-
-#[test]
-fn one_huge_outlier_takes_the_last_row_and_leaves_the_rest_apart() {
-    let mut device = TEN_US_TO_TWO_MS.to_vec();
-    // One request of 65 ms.
-    device.push((17, 1));
-    let (snap, ui) = latency_spread(&device);
-    let screen = text(&draw(80, 24, &snap, &ui));
-    let rows = device_rows(&screen);
-    let filled = rows.iter().filter(|(_, n)| *n > 0).count();
-    assert!(filled >= 4, "{rows:?}\n{screen}");
-    let (last, n) = rows.last().unwrap();
-    assert!(last.starts_with('≥'), "{rows:?}\n{screen}");
-    // The outlier is counted with the slowest of the body, not with everything.
-    assert!(*n < 1951 / 2, "{rows:?}\n{screen}");
-    assert!(rows[0].1 < 1951 / 2, "{rows:?}\n{screen}");
-}
-
-#[test]
-fn latency_labels_stay_between_two_similar_intervals() {
-    let (snap, ui) = latency_spread(&TEN_US_TO_TWO_MS);
-    // The next second: a few more of each, and fewer of the slowest.
-    let next: Vec<(usize, u64)> = TEN_US_TO_TWO_MS
-        .iter()
-        .map(|&(slot, n)| (slot, if slot == 11 { 30 } else { n + n / 8 }))
-        .collect();
-    let (next_snap, _) = latency_spread(&next);
-    let labels = |snap: &Snapshot| -> Vec<String> {
-        device_rows(&text(&draw(80, 24, snap, &ui)))
-            .into_iter()
-            .map(|(label, _)| label)
-            .collect()
-    };
-    let (a, b) = (labels(&snap), labels(&next_snap));
-    assert!(a.len() >= 4, "{a:?}");
-    assert_eq!(a, b);
-}
-
-#[test]
-fn the_heat_map_rows_come_from_the_observed_range() {
-    let history = demo_history();
-    let snap = history.snapshot(INTERVALS).unwrap().clone();
-    let mut ui = history_ui();
-    ui.show_heatmap = true;
-    ui.focus = Focus::Disks;
-    ui.selected_disk = Some(Dev::new(7, 0));
-    for (width, height) in [(80, 24), (120, 40)] {
-        let screen = text(&draw_with(width, height, &snap, &history, &ui));
-        let rows: Vec<&str> = screen
-            .lines()
-            .filter(|l| l.contains('│') && !l.trim_start().starts_with('│'))
-            .filter(|l| l.split('│').next().is_some_and(|s| !s.trim().is_empty()))
-            .collect();
-        let lit = rows
-            .iter()
-            .filter(|l| l.chars().any(|c| "░▒▓█".contains(c)))
-            .count();
-        // loop0's device time spans several octaves (microseconds to milliseconds) in view:
-        // no row under 1 us (the pane is not filled down from the maximum), and at least
-        // three lit rows even at 80x24 (three rows is all it has there).
-        assert!(lit >= 3, "{width}x{height}: {rows:?}\n{screen}");
-        assert!(
-            !rows
-                .iter()
-                .any(|l| l.contains("<1us│") || l.contains(" 1us│")),
-            "{screen}"
-        );
-        if height >= 40 {
-            assert!(lit >= 4, "{rows:?}\n{screen}");
-        }
-    }
 }

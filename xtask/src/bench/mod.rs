@@ -30,9 +30,11 @@ use crate::util::{cmd, find_in_path, is_root, release_binary, run, stdout_of};
 mod load;
 mod modes;
 mod process;
+mod report;
 mod shapes;
 use load::{bpf_programs_loaded, live_view, under_load, wait_for_detached};
 use process::{Background, BpfStatsSwitch, cpu_ticks, events_field, prog_stats};
+use report::{bpf_per_io, median, report};
 use shapes::{MAX_TIMES_BEST_PEER, PEERS, Peer, PerIo, Workload};
 
 #[derive(clap::Args)]
@@ -74,25 +76,7 @@ pub fn bench(args: &Args) -> Result<()> {
     }
     if !is_root() {
         // Build as the user (no root-owned files in target/); only the measuring needs root.
-        if find_in_path("sudo").is_none() {
-            bail!("bench needs root (loop devices, eBPF) and sudo is not installed: rerun as root");
-        }
-        let exe = env::current_exe().context("locating the xtask binary")?;
-        let mut sudo = cmd("sudo");
-        sudo.arg("-E").arg(exe).arg("bench").arg("--prepared");
-        sudo.args([
-            "--runs",
-            &args.runs.to_string(),
-            "--seconds",
-            &args.seconds.to_string(),
-        ]);
-        if args.no_bpf_stats {
-            sudo.arg("--no-bpf-stats");
-        }
-        if args.live_view_only {
-            sudo.arg("--live-view-only");
-        }
-        return run(&mut sudo);
+        return rerun_with_sudo(args);
     }
 
     let binary = release_binary();
@@ -134,94 +118,18 @@ pub fn bench(args: &Args) -> Result<()> {
             device.dev
         );
         let mut rounds = Vec::new();
-        for round in 1..=args.runs {
-            let pass = |tracer: Tracer, stats: bool| {
-                // The previous tracer's programs are freed by the kernel seconds after it
-                // exited and run on every I/O meanwhile: measured next to them, a pass pays
-                // for both (the figures of every tracer rose ~1.5x when passes followed each
-                // other at once).
-                wait_for_detached(&binary, programs_before)?;
-                traced(
-                    tracer,
-                    &device,
-                    workload,
-                    args.seconds,
-                    stats,
-                    ticks_per_sec,
-                )
-            };
-            wait_for_detached(&binary, programs_before)?;
-            let baseline = fio(&device.dev, workload, args.seconds, None)?;
-            let iotop = pass(Tracer::Iotop(&binary, false), false)?;
-            let iotop_cost = if args.no_bpf_stats {
-                None
-            } else {
-                Some(pass(Tracer::Iotop(&binary, false), true)?)
-            };
-            // The same with aggregation mode on from the start (it switches on by itself
-            // only past its rate, which these shapes may not reach).
-            let summed = pass(Tracer::Iotop(&binary, true), false)?;
-            let summed_cost = if args.no_bpf_stats {
-                None
-            } else {
-                Some(pass(Tracer::Iotop(&binary, true), true)?)
-            };
-            let mut peers = Vec::new();
-            for peer in PEERS {
-                if unable.iter().any(|(p, _)| *p == peer) {
-                    continue;
-                }
-                let run = pass(Tracer::Peer(peer), false).and_then(|plain| {
-                    let cost = if args.no_bpf_stats {
-                        None
-                    } else {
-                        Some(pass(Tracer::Peer(peer), true)?)
-                    };
-                    Ok((plain, cost))
-                });
-                match run {
-                    Ok((plain, cost)) => peers.push(PeerRun { peer, plain, cost }),
-                    Err(err) => {
-                        let why = format!("{err:#}");
-                        let why = why.lines().last().unwrap_or_default().to_owned();
-                        println!("  {} cannot run here: {why}", peer.name());
-                        unable.push((peer, why));
-                    }
-                }
-            }
-            let ns = |t: Option<&Traced>| {
-                t.and_then(|t| t.bpf_ns_per_io(workload))
-                    .map_or("-".into(), |v| format!("{v:.0}"))
-            };
-            println!(
-                "round {round}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%, {} ns) | aggregating {:.1}k ({:.1}%, {} ns){}",
-                args.runs,
-                baseline.iops / 1e3,
-                iotop.fio.iops / 1e3,
-                100.0 * iotop.fio.iops / baseline.iops,
-                ns(iotop_cost.as_ref()),
-                summed.fio.iops / 1e3,
-                100.0 * summed.fio.iops / baseline.iops,
-                ns(summed_cost.as_ref()),
-                peers
-                    .iter()
-                    .map(|p| format!(
-                        " | {} {:.1}k ({:.1}%, {} ns)",
-                        p.peer.name(),
-                        p.plain.fio.iops / 1e3,
-                        100.0 * p.plain.fio.iops / baseline.iops,
-                        ns(p.cost.as_ref())
-                    ))
-                    .collect::<String>(),
-            );
-            rounds.push(Round {
-                baseline,
-                iotop,
-                iotop_cost,
-                summed,
-                summed_cost,
-                peers,
-            });
+        for round_no in 1..=args.runs {
+            let round = measure_round(
+                args,
+                &binary,
+                &device,
+                workload,
+                programs_before,
+                ticks_per_sec,
+                &mut unable,
+            )?;
+            print_round(round_no, args.runs, workload, &round);
+            rounds.push(round);
         }
         table.extend(report(workload, &rounds));
     }
@@ -242,6 +150,135 @@ pub fn bench(args: &Args) -> Result<()> {
     table.extend(live_view(&binary, &device, programs_before)?);
     print_table(&table);
     Ok(())
+}
+
+/// Runs bench again as root through sudo, with the same options, once built as the user.
+fn rerun_with_sudo(args: &Args) -> Result<()> {
+    if find_in_path("sudo").is_none() {
+        bail!("bench needs root (loop devices, eBPF) and sudo is not installed: rerun as root");
+    }
+    let exe = env::current_exe().context("locating the xtask binary")?;
+    let mut sudo = cmd("sudo");
+    sudo.arg("-E").arg(exe).arg("bench").arg("--prepared");
+    sudo.args([
+        "--runs",
+        &args.runs.to_string(),
+        "--seconds",
+        &args.seconds.to_string(),
+    ]);
+    if args.no_bpf_stats {
+        sudo.arg("--no-bpf-stats");
+    }
+    if args.live_view_only {
+        sudo.arg("--live-view-only");
+    }
+    run(&mut sudo)
+}
+
+/// One round of `workload`: fio alone, then under each tracer, each also with BPF statistics
+/// on unless `--no-bpf-stats`. A peer that cannot run is added to `unable` and left out of
+/// this round and the next.
+fn measure_round(
+    args: &Args,
+    binary: &Path,
+    device: &LoopDevice,
+    workload: Workload,
+    programs_before: usize,
+    ticks_per_sec: f64,
+    unable: &mut Vec<(Peer, String)>,
+) -> Result<Round> {
+    let pass = |tracer: Tracer, stats: bool| {
+        // The previous tracer's programs are freed by the kernel seconds after it
+        // exited and run on every I/O meanwhile: measured next to them, a pass pays
+        // for both (the figures of every tracer rose ~1.5x when passes followed each
+        // other at once).
+        wait_for_detached(binary, programs_before)?;
+        traced(tracer, device, workload, args.seconds, stats, ticks_per_sec)
+    };
+    wait_for_detached(binary, programs_before)?;
+    let baseline = fio(&device.dev, workload, args.seconds, None)?;
+    let iotop = pass(Tracer::Iotop(binary, false), false)?;
+    let iotop_cost = if args.no_bpf_stats {
+        None
+    } else {
+        Some(pass(Tracer::Iotop(binary, false), true)?)
+    };
+    // The same with aggregation mode on from the start (it switches on by itself
+    // only past its rate, which these shapes may not reach).
+    let summed = pass(Tracer::Iotop(binary, true), false)?;
+    let summed_cost = if args.no_bpf_stats {
+        None
+    } else {
+        Some(pass(Tracer::Iotop(binary, true), true)?)
+    };
+    let mut peers = Vec::new();
+    for peer in PEERS {
+        if unable.iter().any(|(p, _)| *p == peer) {
+            continue;
+        }
+        let run = pass(Tracer::Peer(peer), false).and_then(|plain| {
+            let cost = if args.no_bpf_stats {
+                None
+            } else {
+                Some(pass(Tracer::Peer(peer), true)?)
+            };
+            Ok((plain, cost))
+        });
+        match run {
+            Ok((plain, cost)) => peers.push(PeerRun { peer, plain, cost }),
+            Err(err) => {
+                let why = format!("{err:#}");
+                let why = why.lines().last().unwrap_or_default().to_owned();
+                println!("  {} cannot run here: {why}", peer.name());
+                unable.push((peer, why));
+            }
+        }
+    }
+    Ok(Round {
+        baseline,
+        iotop,
+        iotop_cost,
+        summed,
+        summed_cost,
+        peers,
+    })
+}
+
+/// A round's line: the IOPS of each pass against the baseline, and its BPF time per I/O.
+fn print_round(round_no: u32, runs: u32, workload: Workload, round: &Round) {
+    let Round {
+        baseline,
+        iotop,
+        iotop_cost,
+        summed,
+        summed_cost,
+        peers,
+    } = round;
+    let ns = |t: Option<&Traced>| {
+        t.and_then(|t| t.bpf_ns_per_io(workload))
+            .map_or("-".into(), |v| format!("{v:.0}"))
+    };
+    println!(
+        "round {round_no}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%, {} ns) | aggregating {:.1}k ({:.1}%, {} ns){}",
+        runs,
+        baseline.iops / 1e3,
+        iotop.fio.iops / 1e3,
+        100.0 * iotop.fio.iops / baseline.iops,
+        ns(iotop_cost.as_ref()),
+        summed.fio.iops / 1e3,
+        100.0 * summed.fio.iops / baseline.iops,
+        ns(summed_cost.as_ref()),
+        peers
+            .iter()
+            .map(|p| format!(
+                " | {} {:.1}k ({:.1}%, {} ns)",
+                p.peer.name(),
+                p.plain.fio.iops / 1e3,
+                100.0 * p.plain.fio.iops / baseline.iops,
+                ns(p.cost.as_ref())
+            ))
+            .collect::<String>(),
+    );
 }
 
 /// One line of the final table.
@@ -296,140 +333,6 @@ struct PeerRun {
     peer: Peer,
     plain: Traced,
     cost: Option<Traced>,
-}
-
-/// Total BPF time over total I/Os of some passes.
-fn bpf_per_io<'a>(workload: Workload, passes: impl Iterator<Item = &'a Traced>) -> Option<f64> {
-    let (ns, ios) = passes.fold((0, 0), |(ns, ios), t| match t.bpf_ns {
-        Some(t_ns) => (ns + t_ns, ios + t.fio.ios(workload)),
-        None => (ns, ios),
-    });
-    (ios > 0).then(|| ns as f64 / ios as f64)
-}
-
-fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
-    let name = workload.describe();
-    let unit = match workload.per_io() {
-        PerIo::Request => "per I/O",
-        PerIo::Call => "per call",
-    };
-    let iotop_ratio = median(rounds.iter().map(|r| r.iotop.fio.iops / r.baseline.iops));
-    let cpu = median(rounds.iter().filter_map(|r| r.iotop.cpu_share));
-    let received: u64 = rounds.iter().map(|r| r.iotop.received).sum();
-    let dropped: u64 = rounds.iter().map(|r| r.iotop.dropped).sum();
-    let iotop_ns = bpf_per_io(
-        workload,
-        rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
-    );
-    let peers: Vec<(Peer, Option<f64>, f64)> = PEERS
-        .iter()
-        .filter_map(|&peer| {
-            let runs: Vec<&PeerRun> = rounds
-                .iter()
-                .flat_map(|r| r.peers.iter().filter(|p| p.peer == peer))
-                .collect();
-            if runs.is_empty() {
-                return None;
-            }
-            let ns = bpf_per_io(workload, runs.iter().filter_map(|p| p.cost.as_ref()));
-            let ratio = median(rounds.iter().flat_map(|r| {
-                r.peers
-                    .iter()
-                    .filter(|p| p.peer == peer)
-                    .map(|p| p.plain.fio.iops / r.baseline.iops)
-            }));
-            Some((peer, ns, ratio))
-        })
-        .collect();
-    let best_peer = peers
-        .iter()
-        .filter_map(|(_, ns, _)| *ns)
-        .min_by(f64::total_cmp);
-    let bpftrace_ns = peers
-        .iter()
-        .find(|(p, ..)| *p == Peer::Bpftrace)
-        .and_then(|(_, ns, _)| *ns);
-    let ns = |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.0} ns"));
-    // The bound: the absolute target where there is one, the best peer's time x1.2, and for
-    // psync the bpftrace script's own time.
-    let mut bound = best_peer.map(|b| b * MAX_TIMES_BEST_PEER);
-    let mut target = format!("<= {MAX_TIMES_BEST_PEER}x the best peer");
-    if let Some(abs) = workload.bpf_ns_target() {
-        bound = Some(bound.map_or(abs, |b| b.min(abs)));
-        target = format!("<= {abs:.0} ns and {target}");
-    }
-    if workload == Workload::Psync {
-        bound = match (bound, bpftrace_ns) {
-            (Some(b), Some(t)) => Some(b.min(t)),
-            (b, t) => b.or(t),
-        };
-        target = format!("<= bpftrace's, {target}");
-    }
-    let mut figures = vec![figure(
-        &format!("{name}: BPF time {unit}, iotop-bpf"),
-        ns(iotop_ns),
-        &target,
-        match (iotop_ns, bound) {
-            (Some(i), Some(b)) => Some(i <= b),
-            _ => Some(false),
-        },
-    )];
-    for (peer, peer_ns, _) in &peers {
-        figures.push(figure(
-            &format!("{name}: BPF time {unit}, {}", peer.name()),
-            ns(*peer_ns),
-            "(a peer)",
-            None,
-        ));
-    }
-    figures.push(figure(
-        &format!("{name}: IOPS with iotop-bpf / without (median)"),
-        format!("{iotop_ratio:.3}"),
-        &workload
-            .iops_ratio_target()
-            .map_or_else(|| "(context)".into(), |t| format!(">= {t:.2}")),
-        workload.iops_ratio_target().map(|t| iotop_ratio >= t),
-    ));
-    for (peer, _, ratio) in &peers {
-        figures.push(figure(
-            &format!("{name}: IOPS with {} / without (median)", peer.name()),
-            format!("{ratio:.3}"),
-            "(a peer)",
-            None,
-        ));
-    }
-    figures.push(figure(
-        &format!("{name}: iotop-bpf CPU, % of a core"),
-        format!("{:.1}%", 100.0 * cpu),
-        "(context)",
-        None,
-    ));
-    figures.extend(modes::report(workload, rounds, iotop_ns, cpu));
-    figures.push(figure(
-        &format!("{name}: events received / dropped"),
-        format!("{received} / {dropped}"),
-        "0 dropped",
-        Some(dropped == 0),
-    ));
-    println!("\n{name}: medians over {} rounds", rounds.len());
-    for f in &figures {
-        println!("  {}: {}", f.what, f.measured);
-    }
-    figures
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.filter(|v| v.is_finite()).collect();
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
 }
 
 /// A loop device over a sparse 1 GiB file in /dev/shm, detached and deleted on drop: the

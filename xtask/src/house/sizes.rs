@@ -17,11 +17,10 @@ pub(super) const LONG_FILE: usize = 600;
 /// A function longer than this many lines (its `fn` line to its closing brace) is long.
 pub(super) const LONG_FN: usize = 120;
 
-/// How many long files and functions (not exceptions) the house may still carry: 15 files
-/// and 22 functions when the check was written (issue 21), 12 files once report/json.rs,
-/// model/src/input.rs and model/src/snapshot.rs were split, 11 once tui/src/front/app.rs
-/// was. They may only go down.
-const SIZE_LIMITS: (usize, usize) = (11, 22);
+/// How many long files and functions (not exceptions) the house may still carry; they may
+/// only go down. 15 files and 22 functions when the check was written (issue 21); 0 and 1
+/// once the size pass split the rest (probe::load left, reworked on a branch of its own).
+const SIZE_LIMITS: (usize, usize) = (0, 1);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[

@@ -6,7 +6,7 @@
 
 use iotop_bpf_common::{
     sync::{DurableBtf, RAW_COMPLETE_CQE, RAW_COMPLETE_RES},
-    tracepoint::{ABSENT, WINDOW_LEN, WINDOW_START},
+    tracepoint::{WINDOW_LEN, WINDOW_START},
 };
 
 use super::{
@@ -14,6 +14,8 @@ use super::{
     KernelFacts, Part, Plan, Step, arg_is, arg_of,
     syscalls::{self, CALLS},
 };
+
+mod synced_writes;
 
 /// The ways to make data durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +60,59 @@ struct WriteEnd {
     how: &'static str,
 }
 
+/// Plans the probes of every way to make data durable after the sync calls' own (their
+/// steps already in `plan`), and lists each source with how it is traced or why it is not.
 pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
     let raw_syscalls = plan.steps.iter().any(|s| s.program == "raw_sys_exit");
+    sync_calls(raw_syscalls, plan);
+
+    let mut b = durable_btf(k);
+    plan.globals.durable_btf = b;
+    let registers = if b.reads_registers() {
+        Ok(())
+    } else if let Some(e) = &k.btf_error {
+        Err(format!("{e}: the write that synced cannot be recognised"))
+    } else {
+        Err("the kernel has no bpf_task_pt_regs (5.15+): the write that synced cannot be recognised".to_string())
+    };
+
+    // What ends a synced write where the filesystem has no exit tracepoint.
+    let write_end = if raw_syscalls {
+        Some(WriteEnd {
+            program: "raw_sys_exit",
+            how: "ended by the write's exit (raw sys_exit)",
+        })
+    } else if classic.is_ok() {
+        synced_writes::classic_write_exits(k, plan, &mut b)
+    } else {
+        None
+    };
+    if raw_syscalls && b.reads_registers() {
+        // Synced writes io_uring runs inline end at io_uring_enter's exit.
+        #[cfg(target_arch = "x86_64")]
+        {
+            b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
+        }
+    }
+
+    synced_writes::plan(k, raw, classic, &registers, write_end.as_ref(), plan);
+
+    uring_sources(k, raw, classic, &mut b, plan);
+    plan.sync_sources.push(SyncSource {
+        kind: SyncSourceKind::Fua,
+        name: "FUA writes",
+        status: Ok(
+            "the requests' FUA flag, per process; disks say whether they honour it (sysfs queue/fua)"
+                .to_string(),
+        ),
+        programs: Vec::new(),
+    });
+    plan.globals.durable_btf = b;
+}
+
+/// The sync system calls: traced by the raw syscall tracepoints or the classic ones already
+/// planned (`syscalls.rs`).
+fn sync_calls(raw_syscalls: bool, plan: &mut Plan) {
     let sync_programs: Vec<&'static str> = plan
         .steps
         .iter()
@@ -84,85 +137,18 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
         },
         programs: sync_programs,
     });
+}
 
-    let mut b = durable_btf(k);
-    plan.globals.durable_btf = b;
-    let registers = if b.reads_registers() {
-        Ok(())
-    } else if let Some(e) = &k.btf_error {
-        Err(format!("{e}: the write that synced cannot be recognised"))
-    } else {
-        Err("the kernel has no bpf_task_pt_regs (5.15+): the write that synced cannot be recognised".to_string())
-    };
-
-    // What ends a synced write where the filesystem has no exit tracepoint.
-    let write_end = if raw_syscalls {
-        Some(WriteEnd {
-            program: "raw_sys_exit",
-            how: "ended by the write's exit (raw sys_exit)",
-        })
-    } else if classic.is_ok() {
-        classic_write_exits(k, plan, &mut b)
-    } else {
-        None
-    };
-    if raw_syscalls && b.reads_registers() {
-        // Synced writes io_uring runs inline end at io_uring_enter's exit.
-        #[cfg(target_arch = "x86_64")]
-        {
-            b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
-        }
-    }
-
-    let ext4 = ext4(k, raw, classic, &registers, plan);
-    let entry_only = |name: &str| -> Result<&WriteEnd, String> {
-        registers
-            .as_ref()
-            .map_err(|why| format!("{name} has no exit: {why}"))?;
-        write_end.as_ref().ok_or_else(|| {
-            format!("{name} has no exit, and the write system calls' exits are not traced")
-        })
-    };
-    let xfs = entry_only("xfs_file_fsync").and_then(|end| xfs(k, raw, classic, end, plan));
-    let btrfs = entry_only("btrfs_sync_file").and_then(|end| btrfs(k, raw, classic, end, plan));
-    for (kind, name, fs, status) in [
-        (
-            SyncSourceKind::SyncedWritesExt4,
-            "O_SYNC/O_DSYNC/RWF_DSYNC writes on ext4",
-            "ext4",
-            ext4,
-        ),
-        (
-            SyncSourceKind::SyncedWritesXfs,
-            "O_SYNC/O_DSYNC/RWF_DSYNC writes on XFS",
-            "xfs",
-            xfs,
-        ),
-        (
-            SyncSourceKind::SyncedWritesBtrfs,
-            "O_SYNC/O_DSYNC/RWF_DSYNC writes on btrfs",
-            "btrfs",
-            btrfs,
-        ),
-    ] {
-        if let Err(why) = &status
-            && k.knows_filesystem(fs)
-        {
-            plan.notes.push(format!("{name}: not traced ({why})"));
-        }
-        let programs = match &status {
-            Ok((programs, _)) => programs.clone(),
-            Err(_) => Vec::new(),
-        };
-        plan.sync_sources.push(SyncSource {
-            kind,
-            name,
-            status: status.map(|(_, how)| how),
-            programs,
-        });
-    }
-
-    let uring = uring(k, raw, classic, &mut b, plan);
+/// io_uring's fsync and sync_file_range, and its writes on synced files: traced by the punt
+/// to io-wq and the completion.
+fn uring_sources(
+    k: &KernelFacts,
+    raw: bool,
+    classic: &Result<(), String>,
+    b: &mut DurableBtf,
+    plan: &mut Plan,
+) {
+    let uring = uring(k, raw, classic, b, plan);
     if let Err(why) = &uring {
         plan.notes.push(format!(
             "io_uring IORING_OP_FSYNC/SYNC_FILE_RANGE: not traced ({why})"
@@ -198,236 +184,10 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
         status: uring_writes,
         programs: uring_programs,
     });
-    plan.sync_sources.push(SyncSource {
-        kind: SyncSourceKind::Fua,
-        name: "FUA writes",
-        status: Ok(
-            "the requests' FUA flag, per process; disks say whether they honour it (sysfs queue/fua)"
-                .to_string(),
-        ),
-        programs: Vec::new(),
-    });
-    plan.globals.durable_btf = b;
 }
 
 /// A traced source: its programs and how it is traced.
 type Traced = Result<(Vec<&'static str>, String), String>;
-
-/// The classic write exits, which end synced writes when the raw `sys_exit` is not used.
-fn classic_write_exits(k: &KernelFacts, plan: &mut Plan, b: &mut DurableBtf) -> Option<WriteEnd> {
-    let ret = plan.globals.syscalls.ret;
-    let names = [
-        "sys_exit_write",
-        "sys_exit_pwrite64",
-        "sys_exit_writev",
-        "sys_exit_pwritev",
-        "sys_exit_pwritev2",
-    ];
-    let all = ret != ABSENT
-        && names.iter().all(|name| {
-            k.event("syscalls", name)
-                .is_some_and(|f| field(&f, "ret", 8, 8) == Some(ret))
-        });
-    if !all {
-        return None;
-    }
-    for name in names {
-        plan.steps.push(Step::classic(
-            "durable_write_exit",
-            "syscalls",
-            name,
-            Part::SyncedWrites,
-        ));
-    }
-    #[cfg(target_arch = "x86_64")]
-    if b.reads_registers()
-        && k.event("syscalls", "sys_exit_io_uring_enter")
-            .is_some_and(|f| field(&f, "ret", 8, 8) == Some(ret))
-    {
-        plan.steps.push(
-            Step::classic(
-                "durable_write_exit",
-                "syscalls",
-                "sys_exit_io_uring_enter",
-                Part::SyncedWrites,
-            )
-            .deferred(),
-        );
-        b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
-    }
-    Some(WriteEnd {
-        program: "durable_write_exit",
-        how: "ended by the write's exit (syscalls:sys_exit_write, pwrite64, writev, pwritev, pwritev2)",
-    })
-}
-
-fn ext4(
-    k: &KernelFacts,
-    raw: bool,
-    classic: &Result<(), String>,
-    registers: &Result<(), String>,
-    plan: &mut Plan,
-) -> Traced {
-    let fd = match registers {
-        Ok(()) => "fd from its registers".to_string(),
-        Err(why) => format!("fd unknown: {why}"),
-    };
-    if raw
-        && arg_is(k, "ext4_sync_file_enter", 0, "file")
-        && arg_is(k, "ext4_sync_file_exit", 0, "inode")
-        && plan.globals.files.file_inode != 0
-    {
-        // The exit first: an entry must never be attached without it.
-        plan.steps.push(Step::raw(
-            "raw_durable_ext4_exit",
-            "ext4_sync_file_exit",
-            Part::SyncedWrites,
-        ));
-        plan.steps.push(
-            Step::raw(
-                "raw_durable_ext4_enter",
-                "ext4_sync_file_enter",
-                Part::SyncedWrites,
-            )
-            .after("raw_durable_ext4_exit"),
-        );
-        return Ok((
-            vec!["raw_durable_ext4_exit", "raw_durable_ext4_enter"],
-            format!("raw ext4_sync_file_enter/exit in the writer ({fd})"),
-        ));
-    }
-    classic.clone()?;
-    let (Some(enter), Some(exit)) = (
-        k.event("ext4", "ext4_sync_file_enter"),
-        k.event("ext4", "ext4_sync_file_exit"),
-    ) else {
-        return Err("no ext4:ext4_sync_file_enter/exit tracepoints".to_string());
-    };
-    let o = &mut plan.globals.durable;
-    match (
-        field(&enter, "dev", 4, 4),
-        field(&enter, "ino", 8, 8),
-        field(&enter, "datasync", 4, 4),
-        field(&exit, "ret", 4, 4),
-    ) {
-        (Some(dev), Some(ino), Some(datasync), Some(ret)) => {
-            (o.ext4_dev, o.ext4_ino, o.ext4_datasync, o.ext4_ret) = (dev, ino, datasync, ret);
-        }
-        _ => return Err("ext4:ext4_sync_file_enter/exit have an unexpected layout".to_string()),
-    }
-    plan.steps.push(Step::classic(
-        "durable_ext4_exit",
-        "ext4",
-        "ext4_sync_file_exit",
-        Part::SyncedWrites,
-    ));
-    plan.steps.push(
-        Step::classic(
-            "durable_ext4_enter",
-            "ext4",
-            "ext4_sync_file_enter",
-            Part::SyncedWrites,
-        )
-        .after("durable_ext4_exit"),
-    );
-    Ok((
-        vec!["durable_ext4_exit", "durable_ext4_enter"],
-        format!("ext4:ext4_sync_file_enter/exit in the writer ({fd})"),
-    ))
-}
-
-fn xfs(
-    k: &KernelFacts,
-    raw: bool,
-    classic: &Result<(), String>,
-    end: &WriteEnd,
-    plan: &mut Plan,
-) -> Traced {
-    let vnode = k.offset("xfs_inode", "i_vnode");
-    if raw
-        && arg_is(k, "xfs_file_fsync", 0, "xfs_inode")
-        && let Some(vnode) = vnode
-        && plan.globals.files.inode_sb != 0
-    {
-        plan.globals.raw_layout.xfs_inode_vnode = vnode;
-        plan.steps.push(
-            Step::raw("raw_durable_xfs", "xfs_file_fsync", Part::SyncedWrites).after(end.program),
-        );
-        return Ok((
-            vec!["raw_durable_xfs", end.program],
-            format!("raw xfs_file_fsync in the writer, {}", end.how),
-        ));
-    }
-    let no_raw = if k.raw_tracepoint("xfs_file_fsync").is_some() && vnode.is_none() {
-        "no BTF for the xfs module's struct xfs_inode"
-    } else {
-        "no raw xfs_file_fsync tracepoint"
-    };
-    classic.clone().map_err(|e| format!("{no_raw}, and {e}"))?;
-    let format = k
-        .event("xfs", "xfs_file_fsync")
-        .ok_or("no xfs:xfs_file_fsync tracepoint")?;
-    let (Some(dev), Some(ino)) = (field(&format, "dev", 4, 4), field(&format, "ino", 8, 8)) else {
-        return Err("xfs:xfs_file_fsync has an unexpected layout".to_string());
-    };
-    (plan.globals.durable.xfs_dev, plan.globals.durable.xfs_ino) = (dev, ino);
-    plan.steps.push(
-        Step::classic("durable_xfs", "xfs", "xfs_file_fsync", Part::SyncedWrites)
-            .after(end.program),
-    );
-    Ok((
-        vec!["durable_xfs", end.program],
-        format!("xfs:xfs_file_fsync in the writer, {}", end.how),
-    ))
-}
-
-fn btrfs(
-    k: &KernelFacts,
-    raw: bool,
-    classic: &Result<(), String>,
-    end: &WriteEnd,
-    plan: &mut Plan,
-) -> Traced {
-    if raw && arg_is(k, "btrfs_sync_file", 0, "file") && plan.globals.files.file_inode != 0 {
-        plan.steps.push(
-            Step::raw("raw_durable_btrfs", "btrfs_sync_file", Part::SyncedWrites)
-                .after(end.program),
-        );
-        return Ok((
-            vec!["raw_durable_btrfs", end.program],
-            format!("raw btrfs_sync_file in the writer, {}", end.how),
-        ));
-    }
-    classic
-        .clone()
-        .map_err(|e| format!("no raw btrfs_sync_file tracepoint, and {e}"))?;
-    let format = k
-        .event("btrfs", "btrfs_sync_file")
-        .ok_or("no btrfs:btrfs_sync_file tracepoint")?;
-    let (Some(ino), Some(datasync)) = (
-        field(&format, "ino", 8, 8),
-        field(&format, "datasync", 4, 4),
-    ) else {
-        return Err("btrfs:btrfs_sync_file has an unexpected layout".to_string());
-    };
-    (
-        plan.globals.durable.btrfs_ino,
-        plan.globals.durable.btrfs_datasync,
-    ) = (ino, datasync);
-    plan.steps.push(
-        Step::classic(
-            "durable_btrfs",
-            "btrfs",
-            "btrfs_sync_file",
-            Part::SyncedWrites,
-        )
-        .after(end.program),
-    );
-    Ok((
-        vec!["durable_btrfs", end.program],
-        format!("btrfs:btrfs_sync_file in the writer, {}", end.how),
-    ))
-}
 
 /// io_uring: the punt to io-wq and the completion.
 fn uring(

@@ -2,6 +2,7 @@
 //! and totals (moved out of `json.rs` to keep it short; the fields are the same contract).
 
 use super::*;
+use crate::model::{DioFigures, ProcDeviceRow, ProcFigures};
 
 #[derive(Serialize)]
 pub struct ProcessDevice<'a> {
@@ -323,45 +324,8 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 .collect(),
             writeback_bytes: f.writeback_bytes,
             dstate_ms: f.dstate_ns / 1_000_000,
-            devices: p
-                .devices
-                .iter()
-                .map(|d| ProcessDevice {
-                    dev: d.dev.to_string(),
-                    name: &d.name,
-                    reads: d.reads,
-                    writes: d.writes,
-                    others: d.others,
-                    flushes: d.flushes,
-                    read_bytes: d.read_bytes,
-                    write_bytes: d.write_bytes,
-                    fua_writes: d.fua_writes,
-                    fua: d.fua_supported,
-                })
-                .collect(),
-            direct_io: DirectIo {
-                streamed_calls: f.dio.calls,
-                unaligned_calls: f.dio.unaligned_calls,
-                writes: f.dio.calls,
-                zeroing_writes: f.dio.tail_writes + f.dio.inside_zeroing_requests,
-                zeroed_tail_bytes: f.dio.tail_bytes,
-                zeroed_head_bytes: f.dio.head_bytes,
-                zeroed_inside_bytes: f.dio.inside_zeroed_bytes,
-                tail_pads: f
-                    .dio
-                    .pads
-                    .iter()
-                    .map(|&(pad, count)| SizeCount {
-                        bytes: u32::try_from(pad).unwrap_or(u32::MAX),
-                        count,
-                    })
-                    .collect(),
-                pad_requests: f.dio.pad_requests,
-                block_finishing_requests: f.dio.block_finishing_requests,
-                fs_block_size: f.dio.fs_block_size,
-                physical_block_size: f.dio.physical_block_size,
-                file: f.dio.file.as_deref(),
-            },
+            devices: p.devices.iter().map(ProcessDevice::from).collect(),
+            direct_io: (&f.dio).into(),
             write_sizes: f
                 .write_sizes
                 .iter()
@@ -372,24 +336,7 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 .iter()
                 .map(|&(bytes, count)| SizeCount { bytes, count })
                 .collect(),
-            totals: ProcessTotals {
-                reads: p.total().reads,
-                writes: p.total().writes,
-                read_bytes: p.total().read_bytes,
-                write_bytes: p.total().write_bytes,
-                ios: p.total().ios(),
-                io_latency_us: (&p.total().latency).into(),
-                syncs: p.total().sync.syncs,
-                sync_latency_us: (&p.total().sync.latency).into(),
-                logical_write_bytes: p.total().logical_write_bytes,
-                charged_write_bytes: p.total().sync.charged_write_bytes,
-                writeback_bytes: p.total().writeback_bytes,
-                dstate_ms: p.total().dstate_ns / 1_000_000,
-                direct_io_calls: p.total().waits.calls.latency.count,
-                call_latency_us: (&p.total().waits.calls.latency).into(),
-                prequeue_ms: p.total().waits.calls.prequeue_ns / 1_000_000,
-                dirty_pause_ms: p.total().waits.dirty.pause_ns / 1_000_000,
-            },
+            totals: p.total().into(),
             direct_io_calls: f.waits.calls.latency.count,
             call_latency_us: (&f.waits.calls.latency).into(),
             prequeue_ms: f.waits.calls.prequeue_ns / 1_000_000,
@@ -412,6 +359,73 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                         .collect()
                 })
                 .unwrap_or_default(),
+        }
+    }
+}
+
+impl<'a> From<&'a ProcDeviceRow> for ProcessDevice<'a> {
+    fn from(d: &'a ProcDeviceRow) -> Self {
+        Self {
+            dev: d.dev.to_string(),
+            name: &d.name,
+            reads: d.reads,
+            writes: d.writes,
+            others: d.others,
+            flushes: d.flushes,
+            read_bytes: d.read_bytes,
+            write_bytes: d.write_bytes,
+            fua_writes: d.fua_writes,
+            fua: d.fua_supported,
+        }
+    }
+}
+
+impl<'a> From<&'a DioFigures> for DirectIo<'a> {
+    fn from(d: &'a DioFigures) -> Self {
+        Self {
+            streamed_calls: d.calls,
+            unaligned_calls: d.unaligned_calls,
+            writes: d.calls,
+            zeroing_writes: d.tail_writes + d.inside_zeroing_requests,
+            zeroed_tail_bytes: d.tail_bytes,
+            zeroed_head_bytes: d.head_bytes,
+            zeroed_inside_bytes: d.inside_zeroed_bytes,
+            tail_pads: d
+                .pads
+                .iter()
+                .map(|&(pad, count)| SizeCount {
+                    bytes: u32::try_from(pad).unwrap_or(u32::MAX),
+                    count,
+                })
+                .collect(),
+            pad_requests: d.pad_requests,
+            block_finishing_requests: d.block_finishing_requests,
+            fs_block_size: d.fs_block_size,
+            physical_block_size: d.physical_block_size,
+            file: d.file.as_deref(),
+        }
+    }
+}
+
+impl From<&ProcFigures> for ProcessTotals {
+    fn from(t: &ProcFigures) -> Self {
+        Self {
+            reads: t.reads,
+            writes: t.writes,
+            read_bytes: t.read_bytes,
+            write_bytes: t.write_bytes,
+            ios: t.ios(),
+            io_latency_us: (&t.latency).into(),
+            syncs: t.sync.syncs,
+            sync_latency_us: (&t.sync.latency).into(),
+            logical_write_bytes: t.logical_write_bytes,
+            charged_write_bytes: t.sync.charged_write_bytes,
+            writeback_bytes: t.writeback_bytes,
+            dstate_ms: t.dstate_ns / 1_000_000,
+            direct_io_calls: t.waits.calls.latency.count,
+            call_latency_us: (&t.waits.calls.latency).into(),
+            prequeue_ms: t.waits.calls.prequeue_ns / 1_000_000,
+            dirty_pause_ms: t.waits.dirty.pause_ns / 1_000_000,
         }
     }
 }

@@ -1,0 +1,261 @@
+//! `sync_storm`: many syncs a second, named with their files, judged when the burst
+//! settles; batched writers and flushes after aligned direct writes are no storm.
+
+use super::*;
+
+#[test]
+fn autocommit_inserts_are_a_sync_storm_named_with_their_files() {
+    // SQLite in autocommit mode, as it does it per row: the rollback journal (a page or two
+    // and its header), the directory, and the database page, each fdatasynced.
+    let mut s = Stream::new();
+    for i in 0..60u64 {
+        let t = i * 16 * MS;
+        let journal = "/data/app.db-journal";
+        // Each sync writes its pages itself; the journal commits for the first one.
+        s.write_request(42, "sqlite3", t + MS, 8192, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 2 * MS, 8192, false, true);
+        s.sync_file(42, SyncKind::Fdatasync, t, t + 5 * MS, 8720, 3, journal);
+        // The directory's sync writes a log tree of its own on btrfs: its cost, no payload.
+        s.write_request(42, "sqlite3", t + 5 * MS + 500 * US, 65_536, true, false);
+        s.sync_dir(42, SyncKind::Fdatasync, t + 5 * MS, t + 6 * MS, "/data");
+        s.write_request(42, "sqlite3", t + 7 * MS, 4096, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 6 * MS,
+            t + 8 * MS,
+            12,
+            1,
+            journal,
+        );
+        s.write_request(42, "sqlite3", t + 9 * MS, 8192, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 8 * MS,
+            t + 15 * MS,
+            8192,
+            2,
+            "/data/app.db",
+        );
+    }
+    let found = s.findings();
+    let storm = of_kind(&found, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{found:?}");
+    assert!(
+        storm[0].files.contains(&"/data/app.db".to_string()),
+        "{:?}",
+        storm[0].files
+    );
+    assert!(
+        storm[0].summary.contains("/data/app.db"),
+        "{}",
+        storm[0].summary
+    );
+    assert_eq!(
+        storm[0].severity,
+        Severity::Critical,
+        "waiting ~90% of the time"
+    );
+}
+
+#[test]
+fn a_storm_over_hundreds_of_files_names_the_latest_too() {
+    // An installer: each new file written (8 KiB) and fdatasynced once, back to back, and
+    // its status file every tenth.
+    let mut s = Stream::new();
+    for i in 0..120u64 {
+        let t = i * 8 * MS;
+        let file = if i % 10 == 0 {
+            "/root/var/lib/dpkg/status".to_string()
+        } else {
+            format!("/root/usr/lib/pkg/mod{i}.py.dpkg-new")
+        };
+        s.write_request(42, "lab001", t + MS, 8192, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 2 * MS, 8192, false, true);
+        s.sync_file(42, SyncKind::Fdatasync, t, t + 7 * MS, 8192, 2, &file);
+    }
+    let found = s.findings();
+    let storm = of_kind(&found, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{found:?}");
+    assert!(
+        storm[0].summary.contains(
+            "on 9 files or more, the most synced /root/var/lib/dpkg/status (12x), lately \
+             /root/usr/lib/pkg/mod119.py.dpkg-new"
+        ),
+        "{}",
+        storm[0].summary
+    );
+}
+
+#[test]
+fn a_burst_is_judged_when_it_settles_after_the_process_exited() {
+    // sqlite3 ran for 100 ms at the end of one interval and exited; its calls settle in the
+    // next interval, which judges them (and still names the file).
+    let mut s = Stream::new();
+    for i in 0..100u64 {
+        let t = 900 * MS + i * MS;
+        s.write_request(42, "sqlite3", t + 100 * US, 8192, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t,
+            t + 800 * US,
+            8192,
+            2,
+            "/data/app.db",
+        );
+    }
+    s.model.apply(&Input::Exit(crate::ProcessExit {
+        tgid: 42,
+        ts_ns: 1_000 * MS,
+    }));
+    let first = s.model.tick(&KernelSample {
+        now_ns: 1_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    assert!(
+        of_kind(&first.findings, FindingKind::SyncStorm).is_empty(),
+        "not settled yet"
+    );
+    let second = s.model.tick(&KernelSample {
+        now_ns: 2_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    let storm = of_kind(&second.findings, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{:?}", second.findings);
+    assert_eq!(storm[0].file(), Some("/data/app.db"));
+    assert!(
+        second.procs.iter().any(|p| p.tgid == 42),
+        "kept until its calls settled"
+    );
+    let third = s.model.tick(&KernelSample {
+        now_ns: 3_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    assert!(third.procs.iter().all(|p| p.tgid != 42), "then forgotten");
+}
+
+#[test]
+fn a_storm_judged_in_the_next_interval_names_the_files_it_judged() {
+    // dpkg: 100 small files fsynced at the end of one interval settle in the next, where it
+    // syncs only its database: the finding judges the 100 and must name theirs.
+    let mut s = Stream::new();
+    for i in 0..100u64 {
+        let t = 900 * MS + i * MS;
+        let file = format!("/root/usr/lib/pkg/mod{i}.py.dpkg-new");
+        s.write_request(42, "dpkg", t + 100 * US, 8192, true, false);
+        s.sync_file(42, SyncKind::Fsync, t, t + 800 * US, 2048, 1, &file);
+    }
+    let first = s.model.tick(&KernelSample {
+        now_ns: 1_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    assert!(
+        of_kind(&first.findings, FindingKind::SyncStorm).is_empty(),
+        "not settled yet"
+    );
+    for i in 0..3u64 {
+        let t = 1_100 * MS + i * MS;
+        s.sync_file(
+            42,
+            SyncKind::Fsync,
+            t,
+            t + 800 * US,
+            2048,
+            1,
+            "/root/var/lib/dpkg/status",
+        );
+    }
+    let second = s.model.tick(&KernelSample {
+        now_ns: 2_000 * MS,
+        page_size: 4096,
+        ..KernelSample::default()
+    });
+    let storm = of_kind(&second.findings, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{:?}", second.findings);
+    assert!(
+        storm[0].summary.contains("on 9 files or more") && storm[0].summary.contains(".dpkg-new"),
+        "{}",
+        storm[0].summary
+    );
+    assert_eq!(
+        storm[0].fix,
+        crate::findings::write_amplification::MANY_FILES_FIX
+    );
+}
+
+#[test]
+fn a_batched_writer_is_not_a_storm() {
+    // The same inserts, 1000 rows per transaction, as SQLite does it: ~13 KiB of journal,
+    // the directory, the journal header, ~53 KiB of database per commit. The process still
+    // waits in its syncs most of the time, but each commit carries plenty of payload.
+    let mut s = Stream::new();
+    for i in 0..30u64 {
+        let t = i * 33 * MS;
+        let journal = "/data/app.db-journal";
+        s.write_request(42, "sqlite3", t + MS, 12_288, true, false);
+        s.write_request(300, "jbd2/loop0-8", t + 2 * MS, 8192, false, true);
+        s.sync_file(42, SyncKind::Fdatasync, t, t + 9 * MS, 12_824, 4, journal);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 9 * MS,
+            t + 10 * MS,
+            0,
+            0,
+            "/data",
+        );
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 10 * MS,
+            t + 12 * MS,
+            12,
+            1,
+            journal,
+        );
+        s.write_request(42, "sqlite3", t + 13 * MS, 53_248, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 12 * MS,
+            t + 31 * MS,
+            53_248,
+            13,
+            "/data/app.db",
+        );
+    }
+    let found = s.findings();
+    assert!(
+        found.iter().all(|f| f.severity == Severity::Info),
+        "a batched writer raised {found:?}"
+    );
+}
+
+#[test]
+fn a_flush_after_each_aligned_direct_write_is_not_a_storm() {
+    // The data is on the device already: each fdatasync only flushes the cache (flush_heavy
+    // judges that), it writes nothing itself.
+    let mut s = Stream::new();
+    for i in 0..500 {
+        s.write_request(42, "db", i * MS, 4096, false, false);
+        s.sync(
+            42,
+            SyncKind::Fdatasync,
+            i * MS + 60 * US,
+            i * MS + 900 * US,
+            4096,
+            1,
+        );
+    }
+    let found = s.findings();
+    assert!(
+        of_kind(&found, FindingKind::SyncStorm).is_empty(),
+        "{found:?}"
+    );
+}

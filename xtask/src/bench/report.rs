@@ -1,0 +1,144 @@
+//! The figures of a shape's rounds: BPF time per I/O beside the peers' and the bound it is
+//! held to, IOPS against the baseline, CPU, events; medians over the rounds.
+
+use super::{
+    Figure, MAX_TIMES_BEST_PEER, PEERS, Peer, PeerRun, PerIo, Round, Traced, Workload, figure,
+    modes,
+};
+
+/// Total BPF time over total I/Os of some passes.
+pub(super) fn bpf_per_io<'a>(
+    workload: Workload,
+    passes: impl Iterator<Item = &'a Traced>,
+) -> Option<f64> {
+    let (ns, ios) = passes.fold((0, 0), |(ns, ios), t| match t.bpf_ns {
+        Some(t_ns) => (ns + t_ns, ios + t.fio.ios(workload)),
+        None => (ns, ios),
+    });
+    (ios > 0).then(|| ns as f64 / ios as f64)
+}
+
+pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
+    let name = workload.describe();
+    let unit = match workload.per_io() {
+        PerIo::Request => "per I/O",
+        PerIo::Call => "per call",
+    };
+    let iotop_ratio = median(rounds.iter().map(|r| r.iotop.fio.iops / r.baseline.iops));
+    let cpu = median(rounds.iter().filter_map(|r| r.iotop.cpu_share));
+    let received: u64 = rounds.iter().map(|r| r.iotop.received).sum();
+    let dropped: u64 = rounds.iter().map(|r| r.iotop.dropped).sum();
+    let iotop_ns = bpf_per_io(
+        workload,
+        rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
+    );
+    let peers: Vec<(Peer, Option<f64>, f64)> = PEERS
+        .iter()
+        .filter_map(|&peer| {
+            let runs: Vec<&PeerRun> = rounds
+                .iter()
+                .flat_map(|r| r.peers.iter().filter(|p| p.peer == peer))
+                .collect();
+            if runs.is_empty() {
+                return None;
+            }
+            let ns = bpf_per_io(workload, runs.iter().filter_map(|p| p.cost.as_ref()));
+            let ratio = median(rounds.iter().flat_map(|r| {
+                r.peers
+                    .iter()
+                    .filter(|p| p.peer == peer)
+                    .map(|p| p.plain.fio.iops / r.baseline.iops)
+            }));
+            Some((peer, ns, ratio))
+        })
+        .collect();
+    let best_peer = peers
+        .iter()
+        .filter_map(|(_, ns, _)| *ns)
+        .min_by(f64::total_cmp);
+    let bpftrace_ns = peers
+        .iter()
+        .find(|(p, ..)| *p == Peer::Bpftrace)
+        .and_then(|(_, ns, _)| *ns);
+    let ns = |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.0} ns"));
+    // The bound: the absolute target where there is one, the best peer's time x1.2, and for
+    // psync the bpftrace script's own time.
+    let mut bound = best_peer.map(|b| b * MAX_TIMES_BEST_PEER);
+    let mut target = format!("<= {MAX_TIMES_BEST_PEER}x the best peer");
+    if let Some(abs) = workload.bpf_ns_target() {
+        bound = Some(bound.map_or(abs, |b| b.min(abs)));
+        target = format!("<= {abs:.0} ns and {target}");
+    }
+    if workload == Workload::Psync {
+        bound = match (bound, bpftrace_ns) {
+            (Some(b), Some(t)) => Some(b.min(t)),
+            (b, t) => b.or(t),
+        };
+        target = format!("<= bpftrace's, {target}");
+    }
+    let mut figures = vec![figure(
+        &format!("{name}: BPF time {unit}, iotop-bpf"),
+        ns(iotop_ns),
+        &target,
+        match (iotop_ns, bound) {
+            (Some(i), Some(b)) => Some(i <= b),
+            _ => Some(false),
+        },
+    )];
+    for (peer, peer_ns, _) in &peers {
+        figures.push(figure(
+            &format!("{name}: BPF time {unit}, {}", peer.name()),
+            ns(*peer_ns),
+            "(a peer)",
+            None,
+        ));
+    }
+    figures.push(figure(
+        &format!("{name}: IOPS with iotop-bpf / without (median)"),
+        format!("{iotop_ratio:.3}"),
+        &workload
+            .iops_ratio_target()
+            .map_or_else(|| "(context)".into(), |t| format!(">= {t:.2}")),
+        workload.iops_ratio_target().map(|t| iotop_ratio >= t),
+    ));
+    for (peer, _, ratio) in &peers {
+        figures.push(figure(
+            &format!("{name}: IOPS with {} / without (median)", peer.name()),
+            format!("{ratio:.3}"),
+            "(a peer)",
+            None,
+        ));
+    }
+    figures.push(figure(
+        &format!("{name}: iotop-bpf CPU, % of a core"),
+        format!("{:.1}%", 100.0 * cpu),
+        "(context)",
+        None,
+    ));
+    figures.extend(modes::report(workload, rounds, iotop_ns, cpu));
+    figures.push(figure(
+        &format!("{name}: events received / dropped"),
+        format!("{received} / {dropped}"),
+        "0 dropped",
+        Some(dropped == 0),
+    ));
+    println!("\n{name}: medians over {} rounds", rounds.len());
+    for f in &figures {
+        println!("  {}: {}", f.what, f.measured);
+    }
+    figures
+}
+
+pub(super) fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.filter(|v| v.is_finite()).collect();
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
