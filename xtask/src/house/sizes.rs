@@ -18,9 +18,9 @@ pub(super) const LONG_FILE: usize = 600;
 pub(super) const LONG_FN: usize = 120;
 
 /// How many long files and functions (not exceptions) the house may still carry; they may
-/// only go down. 15 files and 22 functions when the check was written (issue 21); 0 and 1
-/// once the size pass split the rest (probe::load left, reworked on a branch of its own).
-const SIZE_LIMITS: (usize, usize) = (0, 1);
+/// only go down. 15 files and 22 functions when the check was written (issue 21); none once
+/// the size pass split the rest, tui/src/front/app.rs and probe::load last.
+const SIZE_LIMITS: (usize, usize) = (0, 0);
 
 /// Where the Rust sources are, from the repository's root.
 const SOURCES: &[&str] = &[

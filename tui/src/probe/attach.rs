@@ -1,0 +1,338 @@
+//! Loading and attaching the plan's programs: the globals they read, the verifier's time
+//! spread over two threads, and what a refusal degrades.
+
+use std::collections::HashMap;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    programs::{BtfTracePoint, Program, ProgramError},
+};
+use iotop_bpf_common::{
+    blame::GLOBAL_BLAME_OFFSETS,
+    block::GLOBAL_RAW_OFFSETS,
+    dio::{GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS},
+    dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS, GLOBAL_STACK_MIN_GAP_NS},
+    process::GLOBAL_EXIT_OFFSETS,
+    raw::{GLOBAL_FAULT_INJECT, GLOBAL_RAW_LAYOUT, GLOBAL_SYSCALL_TABLE},
+    sync::{
+        GLOBAL_DURABLE_BTF, GLOBAL_DURABLE_OFFSETS, GLOBAL_FILE_OFFSETS, GLOBAL_SYSCALL_OFFSETS,
+    },
+    throttle::{GLOBAL_DIO_CALL_LATENCY, GLOBAL_DIRTY_OFFSETS},
+    tracepoint::{
+        GLOBAL_COMPLETE_FIELDS, GLOBAL_FRONTMERGE_FIELDS, GLOBAL_ISSUE_FIELDS,
+        GLOBAL_RQ_MERGE_FIELDS, GLOBAL_START_FIELDS, GLOBAL_START_ORIGIN, GLOBAL_WAKEUP_BYTES,
+    },
+};
+
+use super::{
+    DSTATE_RECORD_MIN_NS, ProbeReport, STACK_MIN_GAP_NS, WAKEUP_BYTES, as_classic, as_raw,
+    plan::{Attach, Plan, Step},
+};
+
+/// The object's programs by name, each borrowed on its own: one can be verified on another
+/// thread while the others load.
+type Programs<'a> = HashMap<&'a str, &'a mut Program>;
+
+/// The program the verifier takes longest over: the completion probe (~150 ms here, idle,
+/// ~200 ms under load: more than all the others together). It is verified on the other core
+/// while the others load, and attached in its turn.
+const VERIFIED_ASIDE: &str = "raw_block_complete";
+
+/// The step whose program is verified aside: a required raw tracepoint that nothing before
+/// it can skip.
+fn verified_aside(plan: &Plan) -> Option<&Step> {
+    plan.steps.iter().find(|s| {
+        s.program == VERIFIED_ASIDE
+            && s.required
+            && s.instead_of.is_none()
+            && s.after.is_none()
+            && matches!(s.attach, Attach::Raw(_))
+    })
+}
+
+/// Why a program could not be loaded or attached: one line, and the verifier's whole log
+/// where it refused the program.
+struct Refusal {
+    line: String,
+    log: Option<String>,
+}
+
+/// The verifier's reason in one line: its last line that is not a statistic.
+fn verifier_reason(log: &str) -> Option<&str> {
+    log.lines().rev().map(str::trim).find(|line| {
+        !line.is_empty()
+            && !line.starts_with("verification time")
+            && !line.starts_with("stack depth")
+            && !line.starts_with("processed ")
+            && !line.starts_with(':')
+    })
+}
+
+impl Refusal {
+    fn of(error: anyhow::Error) -> Self {
+        for cause in error.chain() {
+            if let Some(ProgramError::LoadError {
+                io_error,
+                verifier_log,
+            }) = cause.downcast_ref::<ProgramError>()
+            {
+                let log = verifier_log.to_string();
+                let line = match verifier_reason(&log) {
+                    Some(reason) => format!("the verifier refused it: {reason} ({io_error})"),
+                    None => format!("loading it failed: {io_error}"),
+                };
+                return Self {
+                    line,
+                    log: Some(log),
+                };
+            }
+        }
+        Self {
+            line: format!("{error:#}"),
+            log: None,
+        }
+    }
+}
+
+/// Loads `step`'s program (once per program) and attaches it, unless it is deferred.
+fn load_and_attach(
+    programs: &mut Programs<'_>,
+    btf: Option<&Btf>,
+    step: &Step,
+    loaded: &mut std::collections::HashSet<&'static str>,
+) -> Result<Option<Box<dyn Send>>> {
+    let first = loaded.insert(step.program);
+    match step.attach {
+        Attach::Btf(name) => {
+            let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
+            let program: &mut BtfTracePoint = programs
+                .get_mut(step.program)
+                .map(|p| &mut **p)
+                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
+                .try_into()
+                .with_context(|| format!("{} is not a tp_btf program", step.program))?;
+            if first {
+                program.load(name, btf)?;
+            }
+            let link = program
+                .attach()
+                .with_context(|| format!("attach to tp_btf {name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+        Attach::Raw(name) => {
+            let program = as_raw(
+                programs.get_mut(step.program).map(|p| &mut **p),
+                step.program,
+            )?;
+            if first {
+                program.load()?;
+            }
+            if step.deferred {
+                return Ok(None);
+            }
+            let link = program
+                .attach(name)
+                .with_context(|| format!("attach to raw tracepoint {name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+        Attach::Classic(category, name) => {
+            let program = as_classic(
+                programs.get_mut(step.program).map(|p| &mut **p),
+                step.program,
+            )?;
+            if first {
+                program.load()?;
+            }
+            if step.deferred {
+                return Ok(None);
+            }
+            let link = program
+                .attach(category, name)
+                .with_context(|| format!("attach to tracepoint {category}:{name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+    }
+}
+
+/// The globals the programs read, from the plan, and the map sizes that depend on the machine.
+pub(super) fn set_globals<'a>(loader: &mut EbpfLoader<'a>, plan: &'a Plan) {
+    let g = &plan.globals;
+    loader.override_global(GLOBAL_START_FIELDS, &g.start_fields, true);
+    loader.override_global(GLOBAL_ISSUE_FIELDS, &g.issue_fields, true);
+    loader.override_global(GLOBAL_COMPLETE_FIELDS, &g.complete_fields, true);
+    loader.override_global(GLOBAL_FRONTMERGE_FIELDS, &g.frontmerge_fields, true);
+    loader.override_global(GLOBAL_RQ_MERGE_FIELDS, &g.rq_merge_fields, true);
+    loader.override_global(GLOBAL_SCHED_OFFSETS, &g.sched, true);
+    loader.override_global(GLOBAL_DIO_OFFSETS, &g.dio, true);
+    loader.override_global(GLOBAL_EXIT_OFFSETS, &g.exit, true);
+    loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
+    loader.override_global(GLOBAL_STACK_MIN_GAP_NS, &STACK_MIN_GAP_NS, true);
+    loader.override_global(GLOBAL_SYSCALL_OFFSETS, &g.syscalls, true);
+    loader.override_global(GLOBAL_FILE_OFFSETS, &g.files, true);
+    loader.override_global(GLOBAL_DURABLE_OFFSETS, &g.durable, true);
+    loader.override_global(GLOBAL_DURABLE_BTF, &g.durable_btf, true);
+    loader.override_global(GLOBAL_RAW_DIO_OFFSETS, &g.raw_dio, true);
+    loader.override_global(GLOBAL_DIO_CALL_LATENCY, &g.dio_call_latency, true);
+    loader.override_global(GLOBAL_DIRTY_OFFSETS, &g.dirty, true);
+    loader.override_global(GLOBAL_START_ORIGIN, &g.start_origin, true);
+    loader.override_global(GLOBAL_BLAME_OFFSETS, &g.blame, true);
+    loader.override_global(GLOBAL_WAKEUP_BYTES, &WAKEUP_BYTES, true);
+    loader.override_global(GLOBAL_RAW_OFFSETS, &g.raw_offsets, true);
+    loader.override_global(GLOBAL_RAW_LAYOUT, &g.raw_layout, true);
+    loader.override_global(GLOBAL_SYSCALL_TABLE, &g.syscall_table, true);
+    loader.override_global(GLOBAL_FAULT_INJECT, &g.fault, true);
+    // The per-(process, disk) sums are per CPU: their entries come from the CPUs there can
+    // be, within a fixed memory budget.
+    let cpus = aya::util::nr_cpus().map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    loader.map_max_entries(
+        iotop_bpf_common::aggregate::PROC_DISK_AGGREGATES,
+        iotop_bpf_common::aggregate::entries_for(cpus),
+    );
+}
+
+/// What loading and attaching the plan's programs came to.
+pub(super) struct Attached<'p> {
+    pub(super) links: Vec<Box<dyn Send>>,
+    pub(super) deferred: Vec<Step>,
+    /// Each program refused, once, with the first attach point it was meant for.
+    pub(super) refused: Vec<(&'p Step, String)>,
+    /// Why each program that is not attached is not.
+    pub(super) failed: HashMap<&'p str, String>,
+}
+
+/// Loads and attaches the programs of `plan` in its order (the one [`VERIFIED_ASIDE`]
+/// verified on a second thread meanwhile); what is attached goes into `report`.
+pub(super) fn attach_all<'p>(
+    ebpf: &mut Ebpf,
+    plan: &'p Plan,
+    btf: Option<&Btf>,
+    report: &mut ProbeReport,
+) -> Result<Attached<'p>> {
+    let mut loaded = std::collections::HashSet::new();
+    let mut links: Vec<Box<dyn Send>> = Vec::new();
+    let mut deferred = Vec::new();
+    let mut refused: Vec<(&Step, String)> = Vec::new();
+    let mut failed: HashMap<&str, String> = HashMap::new();
+    let mut programs: Programs<'_> = ebpf.programs_mut().collect();
+    std::thread::scope(|scope| -> Result<()> {
+        let mut aside = verified_aside(plan).and_then(|step| {
+            let program = programs.remove(step.program)?;
+            Some((
+                step.program,
+                scope.spawn(move || {
+                    let result = as_raw(Some(&mut *program), VERIFIED_ASIDE)
+                        .and_then(|raw| raw.load().map_err(anyhow::Error::from));
+                    (program, result)
+                }),
+            ))
+        });
+        for step in &plan.steps {
+            if let Some(reason) = failed.get(step.program) {
+                let reason = reason.clone();
+                failed.insert(step.program, reason);
+                continue;
+            }
+            // The plainer program is for when the first choice was refused.
+            if let Some(first_choice) = step.instead_of
+                && !failed.contains_key(first_choice)
+            {
+                continue;
+            }
+            if let Some(first) = step.after
+                && failed.contains_key(first)
+            {
+                let reason = format!("{first} is not attached");
+                refused.push((step, reason.clone()));
+                failed.insert(step.program, reason);
+                continue;
+            }
+            // The program verified aside is taken back in its turn (its error, if the
+            // verifier refused it, is this step's).
+            let aside_refused = match aside.take_if(|(name, _)| *name == step.program) {
+                Some((name, verifying)) => {
+                    let (program, result) = verifying
+                        .join()
+                        .map_err(|_| anyhow!("verifying {name} panicked"))?;
+                    programs.insert(name, program);
+                    loaded.insert(name);
+                    result.err()
+                }
+                None => None,
+            };
+            let attached = match aside_refused {
+                Some(e) => Err(e),
+                None => load_and_attach(&mut programs, btf, step, &mut loaded),
+            };
+            match attached {
+                Ok(Some(link)) => {
+                    links.push(link);
+                    report.attached.push(step.attach.to_string());
+                }
+                Ok(None) => {
+                    report
+                        .attached
+                        .push(format!("{} (from the first io_uring sync)", step.attach));
+                    deferred.push(step.clone());
+                }
+                Err(e) => {
+                    let refusal = Refusal::of(e);
+                    if step.required {
+                        bail!(
+                            "{} ({}) could not be used, and iotop-bpf needs it: {}{}",
+                            step.program,
+                            step.attach,
+                            refusal.line,
+                            if refusal.log.is_some() {
+                                "; the verifier's log: `iotop-bpf check --verbose`"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    if let Some(log) = refusal.log {
+                        report.refused.push((step.program.to_string(), log));
+                    }
+                    refused.push((step, refusal.line.clone()));
+                    failed.insert(step.program, refusal.line);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    drop(programs);
+    Ok(Attached {
+        links,
+        deferred,
+        refused,
+        failed,
+    })
+}
+
+/// Each refused program's loss in `report`, and the sync sources it leaves without a program.
+pub(super) fn report_refusals(
+    report: &mut ProbeReport,
+    refused: &[(&Step, String)],
+    failed: &HashMap<&str, String>,
+) {
+    for (step, reason) in refused {
+        report.degraded.push(format!(
+            "{}: {} ({}) not attached: {reason}",
+            step.part.loss(),
+            step.program,
+            step.attach
+        ));
+    }
+    for source in &mut report.sync_sources {
+        if source.status.is_err() {
+            continue;
+        }
+        if let Some((program, why)) = source
+            .programs
+            .iter()
+            .find_map(|p| failed.get(p).map(|why| (p, why)))
+        {
+            source.status = Err(format!("{program} not attached: {why}"));
+        }
+    }
+}
