@@ -14,34 +14,10 @@ use std::{
 use iotop_bpf_integration::{JsonRun, disk_rows, num, require_root, sh};
 
 /// A bare loop device over a file in /dev/shm (no filesystem: the test writes to it).
-struct RawLoop {
-    device: String,
-    name: String,
-    dev: String,
-    backing: String,
-}
-
-impl RawLoop {
-    fn new(size_mib: u64) -> Self {
-        let backing = format!("/dev/shm/iotop-bpf-test-{}-btt.img", std::process::id());
-        let file = std::fs::File::create(&backing).unwrap();
-        file.set_len(size_mib << 20).unwrap();
-        drop(file);
-        let device = sh("losetup", &["-f", "--show", &backing])
-            .trim()
-            .to_string();
-        let name = device.trim_start_matches("/dev/").to_string();
-        let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
-            .unwrap()
-            .trim()
-            .to_string();
-        Self {
-            device,
-            name,
-            dev,
-            backing,
-        }
-    }
+fn bare_loop(size_mib: u64) -> iotop_bpf_loopfs::LoopDevice {
+    let backing = format!("/dev/shm/iotop-bpf-test-{}-btt.img", std::process::id());
+    iotop_bpf_loopfs::LoopDevice::create(backing.into(), size_mib << 20)
+        .expect("a loop device over /dev/shm")
 }
 
 /// Sets a disk's I/O scheduler, and `none` again on drop: a loop device keeps its scheduler
@@ -59,13 +35,6 @@ impl Scheduler {
 impl Drop for Scheduler {
     fn drop(&mut self) {
         let _ = std::fs::write(format!("/sys/block/{}/queue/scheduler", self.0), "none");
-    }
-}
-
-impl Drop for RawLoop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.device]).status();
-        let _ = std::fs::remove_file(&self.backing);
     }
 }
 
@@ -143,7 +112,7 @@ fn a_disk_with_a_scheduler_splits_queue_time_and_counts_merges() {
     if !require_root("a_disk_with_a_scheduler_splits_queue_time_and_counts_merges") {
         return;
     }
-    let fs = RawLoop::new(256);
+    let fs = bare_loop(256);
     let _scheduler = Scheduler::set(&fs.name, "mq-deadline");
     let run = JsonRun::start(&[]);
     let peer = PeerI2d::start(&fs.dev);
@@ -245,7 +214,7 @@ fn a_disk_without_a_scheduler_shows_no_split() {
     if !require_root("a_disk_without_a_scheduler_shows_no_split") {
         return;
     }
-    let disk = RawLoop::new(64);
+    let disk = bare_loop(64);
     let _scheduler = Scheduler::set(&disk.name, "none");
     let run = JsonRun::start(&[]);
     sh(
