@@ -117,3 +117,6 @@ pub const FAULT_REJECT_DSTATE: u32 = 1;
 /// [`GLOBAL_FAULT_INJECT`]: the wakeup probe that takes D episodes' stacks (`tp_btf`) reads
 /// past its arguments, so the plain one replaces it.
 pub const FAULT_REJECT_WAIT_SITES: u32 = 2;
+/// [`GLOBAL_FAULT_INJECT`]: the raw completion probe, which the tool cannot run without,
+/// reads past its arguments (the live view's screen is up by then and must be given back).
+pub const FAULT_REJECT_BLOCK: u32 = 3;

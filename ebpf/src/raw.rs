@@ -188,6 +188,7 @@ pub fn raw_block_rq_merge(ctx: RawTracePointContext) -> i32 {
 /// `block_rq_complete(struct request *rq, blk_status_t error, unsigned int nr_bytes)`.
 #[raw_tracepoint(tracepoint = "block_rq_complete")]
 pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
+    crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_BLOCK);
     let rq: u64 = ctx.arg(0);
     let status: u64 = ctx.arg(1);
     let nr_bytes: u64 = ctx.arg(2);

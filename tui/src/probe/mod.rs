@@ -45,7 +45,8 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
 
 /// Set (tests) to make the kernel refuse a probe: `reject-dstate`, the D-state switch probe;
-/// `reject-wait-sites`, the wakeup probe that takes stacks.
+/// `reject-wait-sites`, the wakeup probe that takes stacks; `reject-block`, the raw completion
+/// probe (required: the tool stops).
 pub const FAULT_ENV: &str = "IOTOP_BPF_FAULT";
 
 /// Bytes of unread ring data above which the kernel wakes the reader early (between the
@@ -123,6 +124,7 @@ pub fn options_from_env() -> plan::Options {
         fault: match std::env::var(FAULT_ENV).as_deref() {
             Ok("reject-dstate") => iotop_bpf_common::raw::FAULT_REJECT_DSTATE,
             Ok("reject-wait-sites") => iotop_bpf_common::raw::FAULT_REJECT_WAIT_SITES,
+            Ok("reject-block") => iotop_bpf_common::raw::FAULT_REJECT_BLOCK,
             _ => 0,
         },
     }
