@@ -222,7 +222,12 @@ pub fn lines(
 ) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
     let Some(subject) = subject(snap, ui) else {
-        return table::empty_pane(" Heat map ", "no block I/O yet", theme, area);
+        let why = if ui.probes_loading {
+            "the probes are loading"
+        } else {
+            "no block I/O yet"
+        };
+        return table::empty_pane(" Heat map ", why, theme, area);
     };
     let kind = effective_kind(&subject, ui.heat_kind);
     let inner_height = area.height.saturating_sub(1);

@@ -174,7 +174,12 @@ fn scheduler_line(
 pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
     let Some(s) = subject(snap, ui) else {
-        return table::empty_pane(" Latency ", "no block I/O yet", theme, area);
+        let why = if ui.probes_loading {
+            "the probes are loading"
+        } else {
+            "no block I/O yet"
+        };
+        return table::empty_pane(" Latency ", why, theme, area);
     };
     let title = format!(
         " Latency {}: p50 {} p99 {} p99.9 {} max {} n={} ",

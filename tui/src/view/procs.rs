@@ -388,7 +388,9 @@ fn title(ui: &UiState, width: u16, filtered: usize, more: usize, empty: bool) ->
         }
     };
     let tail = if empty {
-        if ui.filter.is_empty() {
+        if ui.probes_loading {
+            " — the probes are loading".to_string()
+        } else if ui.filter.is_empty() {
             " — no block I/O in this period".to_string()
         } else {
             " — nothing matches the filter".to_string()

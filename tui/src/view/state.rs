@@ -276,6 +276,9 @@ pub struct UiState {
     pub message: Option<String>,
     /// What to look at now (the demo's caption), on the key line until replaced.
     pub caption: Option<String>,
+    /// The screen is up and the probes are still loading (`app::Starting`): the empty panes
+    /// say so rather than that there was no I/O.
+    pub probes_loading: bool,
     /// This screen is a second viewer's (`iotop-bpf attach`): its link to the running tool.
     pub link: Option<Link>,
 }

@@ -98,3 +98,15 @@ fn cgroup_rows_sum_their_members_dirty_pauses_and_calls() {
         Some(worst)
     );
 }
+
+#[test]
+fn while_the_probes_load_the_empty_panes_say_so_not_that_there_was_no_io() {
+    let mut ui = ui();
+    ui.probes_loading = true;
+    let screen = text(&draw(80, 24, &Snapshot::default(), &ui));
+    assert!(screen.contains("the probes are loading"), "{screen}");
+    assert!(!screen.contains("no block I/O"), "{screen}");
+    ui.probes_loading = false;
+    let screen = text(&draw(80, 24, &Snapshot::default(), &ui));
+    assert!(screen.contains("no block I/O"), "{screen}");
+}
