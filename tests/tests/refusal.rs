@@ -4,7 +4,9 @@
 
 use std::process::Command;
 
-use iotop_bpf_integration::{JsonRun, LoopFs, binary, process_on_device, require_root, workload};
+use iotop_bpf_integration::{
+    JsonRun, LoopFs, binary, process_on_device, require_root, tmux::Tmux, workload,
+};
 
 const NOTE: &str = "degraded: the D-state pane is off: dstate_switch_raw (raw_tp:sched_switch) not attached: the verifier refused it: ";
 
@@ -115,4 +117,35 @@ fn without_its_d_state_probe_the_tool_still_counts_io_and_says_why_in_json() {
             "no D-state probe, no D-state rows"
         );
     }
+}
+
+/// The live view takes its screen before the probes load: when the kernel refuses one the
+/// tool cannot run without (`reject-block`: the raw completion probe), the screen is given
+/// back and the reason printed on the terminal, in one line, with the exit status.
+#[test]
+#[ignore = "needs root: run with `cargo xtask test`"]
+fn a_refused_required_probe_gives_the_terminal_back_and_says_why() {
+    if !require_root("a_refused_required_probe_gives_the_terminal_back_and_says_why") {
+        return;
+    }
+    let tmux = Tmux::start(
+        "refused",
+        &format!(
+            "IOTOP_BPF_FAULT=reject-block {}; echo EXIT=$?; sleep 120",
+            binary().display()
+        ),
+    );
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=1"), "{screen}");
+    assert!(!tmux.alternate_screen(), "still on the alternate screen");
+    // One message (tmux wraps it at 80 columns), the reason the verifier gave in it.
+    let at = screen
+        .find("iotop-bpf: raw_block_complete")
+        .unwrap_or_else(|| panic!("no reason on the terminal:\n{screen}"));
+    let reason: String = screen[at..screen.find("EXIT=").unwrap()].lines().collect();
+    assert!(
+        reason.contains("iotop-bpf needs it") && reason.contains("invalid bpf_context access"),
+        "{screen}"
+    );
+    assert!(!screen.contains("panicked"), "{screen}");
 }

@@ -107,6 +107,17 @@ fn run(cli: &Cli) -> Result<()> {
         .build()
         .context("start the async runtime")?;
     runtime.block_on(async {
+        // The live view's screen first, the probes then (see `app::Starting`). If they cannot
+        // be loaded, it is dropped, and the terminal given back, before the reason is printed.
+        let starting = match (&env, cli.is_batch()) {
+            (Some(env), false) => Some(app::Starting::enter(
+                &view_options(cli),
+                crate::pipeline::host_name(),
+                env.kernel_release.clone(),
+                cli.delay,
+            )?),
+            _ => None,
+        };
         let mut pipeline = match (&cli.replay, &env) {
             (Some(path), _) => Pipeline::replay(path, (!cli.is_batch()).then_some(cli.speed))?,
             (None, Some(env)) => {
@@ -128,15 +139,16 @@ fn run(cli: &Cli) -> Result<()> {
             .map(|bound| crate::viewers::publish::publish(&mut pipeline, bound, "the live view"))
             .transpose()?;
         // `attach` finds the socket on its own; a TCP token, or why nothing is published,
-        // is said on the key line (and after the view, on the terminal).
-        let startup = published.as_ref().and_then(|p| {
-            let lines: Vec<String> = p.tcp_line().into_iter().chain(p.note.clone()).collect();
-            for line in &lines {
-                eprintln!("iotop-bpf: {line}");
-            }
-            (!lines.is_empty()).then(|| lines.join("; "))
-        });
-        let result = app::run(&view_options(cli), pipeline, startup).await;
+        // is said on the key line, and after the view on the terminal (the screen is up).
+        let lines: Vec<String> = published
+            .as_ref()
+            .map(|p| p.tcp_line().into_iter().chain(p.note.clone()).collect())
+            .unwrap_or_default();
+        let startup = (!lines.is_empty()).then(|| lines.join("; "));
+        let result = app::run(&view_options(cli), pipeline, starting, startup).await;
+        for line in &lines {
+            eprintln!("iotop-bpf: {line}");
+        }
         drop(published);
         result
     })

@@ -393,7 +393,7 @@ impl App {
 
 // The loops, and what feeds them.
 mod live;
-pub use live::{Fed, Feed, ViewOptions, drive, run, run_captioned};
+pub use live::{Fed, Feed, Starting, ViewOptions, drive, run, run_captioned};
 
 // Every pane on real recordings, driven through `App` as the live view drives it.
 #[cfg(test)]

@@ -279,7 +279,7 @@ pub fn run(args: &Options) -> Result<()> {
             if args.batch {
                 batch::run(&print, pipeline, &mut std::io::stdout()).await
             } else {
-                app::run_captioned(&view, pipeline, Some(rx), None).await
+                app::run_captioned(&view, pipeline, None, Some(rx), None).await
             }
         });
         stopping.store(true, Ordering::Relaxed);

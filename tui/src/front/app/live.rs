@@ -44,11 +44,16 @@ fn initial_ui(options: &ViewOptions, info: &RunInfo, notes: Vec<String>) -> UiSt
 }
 
 /// The live view over a pipeline (the probes, or a recording replayed at its recorded pace
-/// times `--speed`, where pause stops the clock). The pipeline is started before the
-/// terminal is taken, so a failure to load the probes prints plainly. `startup`: a message
-/// for the key line until the first key (where viewers attach).
-pub async fn run(options: &ViewOptions, pipeline: Pipeline, startup: Option<String>) -> Result<()> {
-    run_captioned(options, pipeline, None, startup).await
+/// times `--speed`, where pause stops the clock). `starting`: the screen taken before the
+/// probes were loaded (see [`Starting`]); without it the terminal is taken here. `startup`: a
+/// message for the key line until the first key (where viewers attach).
+pub async fn run(
+    options: &ViewOptions,
+    pipeline: Pipeline,
+    starting: Option<Starting>,
+    startup: Option<String>,
+) -> Result<()> {
+    run_captioned(options, pipeline, starting, None, startup).await
 }
 
 /// How often captions are looked for (the demo changes them every few seconds at most).
@@ -58,6 +63,7 @@ const CAPTION_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 pub async fn run_captioned(
     options: &ViewOptions,
     mut pipeline: Pipeline,
+    starting: Option<Starting>,
     captions: Option<std::sync::mpsc::Receiver<String>>,
     startup: Option<String>,
 ) -> Result<()> {
@@ -67,8 +73,17 @@ pub async fn run_captioned(
     }
     let mut ui = initial_ui(options, pipeline.info(), notes);
     ui.message = startup;
+    let app = App::new(ui);
+    let screen = match starting {
+        Some(Starting(mut screen)) => {
+            screen.app = app;
+            screen.app.draw(screen.guard.terminal())?;
+            screen
+        }
+        None => Screen::enter(app)?,
+    };
     let mut front = LiveFront {
-        screen: Screen::enter(App::new(ui))?,
+        screen,
         captions,
         caption_poll: tokio::time::interval(CAPTION_POLL),
         replay: options.replay.clone(),
@@ -76,6 +91,40 @@ pub async fn run_captioned(
         intervals: 0,
     };
     pipeline::drive(&mut pipeline, &mut front).await
+}
+
+/// What the key line says while the probes load.
+const STARTING: &str = "starting: loading the probes (the kernel verifies each)";
+
+/// The live view's screen, taken before the probes are loaded: the verifier takes ~0.5 s over
+/// them on a busy host, and a tool opened in an incident should answer at once. Its frame is
+/// empty, with [`STARTING`] on the key line, until [`run`] takes it over. Dropped (the probes
+/// could not be loaded), it gives the terminal back, so the reason prints plainly.
+pub struct Starting(Screen);
+
+impl Starting {
+    /// Takes the terminal and draws the empty frame: `host` and `kernel` in the header, the
+    /// interval `every`. Keys and signals wait until the probes are loaded.
+    pub fn enter(
+        options: &ViewOptions,
+        host: String,
+        kernel: String,
+        every: std::time::Duration,
+    ) -> Result<Self> {
+        let info = RunInfo {
+            host,
+            kernel,
+            started_ns: 0,
+            started_unix_ms: crate::clock::unix_ms_now(),
+            interval_ns: u64::try_from(every.as_nanos()).unwrap_or(u64::MAX),
+        };
+        let mut ui = initial_ui(options, &info, Vec::new());
+        ui.message = Some(STARTING.to_string());
+        ui.probes_loading = true;
+        let mut app = App::new(ui);
+        app.shown.interval_ns = info.interval_ns;
+        Ok(Self(Screen::enter(app)?))
+    }
 }
 
 /// What the live view is fed, besides keys.
