@@ -181,7 +181,7 @@ pub fn run(filter: Option<&str>) -> Report {
                 .map(|m| m.describe())
                 .collect::<Vec<_>>();
             eprintln!(
-                "eval: {} on {}: raised {:?} in {:.1}s ({:.1}s of workload{}){}{}",
+                "eval: {} on {}: raised {:?} in {:.1}s ({:.1}s of workload{}){}{}{}",
                 w.name,
                 fs,
                 cell.raised.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -195,6 +195,11 @@ pub fn run(filter: Option<&str>) -> Report {
                     String::new()
                 } else {
                     format!("\n      {}", off.join("\n      "))
+                },
+                if cell.evidence.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n      {}", cell.evidence.join("\n      "))
                 }
             );
             cells.push(cell);

@@ -114,6 +114,8 @@ pub struct Cell {
     /// Seconds from the program's start to the first interval that showed an expected
     /// finding (its JSON line's arrival).
     pub first_named_s: Option<f64>,
+    /// Where the findings are wrong: what they said (see `scoring::evidence_of`).
+    pub evidence: Vec<String>,
 }
 
 impl Cell {

@@ -1,7 +1,7 @@
 //! One workload on one filesystem: a fresh filesystem, iotop-bpf, the program (under
 //! strace where it is checked), then the figures and findings against the oracles.
 
-use super::scoring::{magnitudes, raised_for, score};
+use super::scoring::{evidence_of, magnitudes, raised_for, score};
 use super::*;
 
 /// Longer than any workload takes (the longest run ~5 s).
@@ -118,6 +118,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
         trace.as_ref(),
         filefrag,
     );
+    let fs_dev = fs.dev.clone();
     drop(fs);
     let mut cell = score(
         w,
@@ -128,6 +129,24 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
         workload_seconds,
     );
     cell.first_named_s = first_named_s;
+    let at_fault: Vec<String> = cell
+        .false_positives
+        .iter()
+        .chain(cell.unnamed.iter())
+        .cloned()
+        .collect();
+    if !at_fault.is_empty() {
+        cell.evidence = evidence_of(&intervals, &pid_set, &fs_dev, &at_fault);
+        // Kept for a closer look where the CI machine's workspace survives the run.
+        keep_run(
+            &cache.join("../wrong"),
+            w.name,
+            fs_kind,
+            &intervals,
+            &pid_set,
+            None,
+        );
+    }
     cell
 }
 
@@ -243,12 +262,27 @@ pub(super) fn keep_run(
     let _ = std::fs::create_dir_all(dir);
     let stem = format!("{name}-{}{}k", fs.kind, fs.block / 1024);
     let lines: String = intervals.iter().map(|i| format!("{i}\n")).collect();
-    let _ = std::fs::write(dir.join(format!("{stem}.jsonl")), lines);
+    private_write(&dir.join(format!("{stem}.jsonl")), lines.as_bytes());
     let pids: String = pids.iter().map(|p| format!("{p}\n")).collect();
-    let _ = std::fs::write(dir.join(format!("{stem}.pids")), pids);
+    private_write(&dir.join(format!("{stem}.pids")), pids.as_bytes());
     if let Some(log) = log {
-        let _ = std::fs::copy(log, dir.join(format!("{stem}.strace")));
+        private_write(
+            &dir.join(format!("{stem}.strace")),
+            &std::fs::read(log).unwrap_or_default(),
+        );
     }
+}
+
+/// Written 0600: the intervals and the trace name other processes and their files.
+fn private_write(path: &Path, bytes: &[u8]) {
+    use std::{io::Write as _, os::unix::fs::OpenOptionsExt as _};
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes));
 }
 
 /// Adds every process whose parent is already in `pids`.

@@ -260,6 +260,51 @@ pub(super) fn raised_for(
     raised
 }
 
+/// What a wrong cell's findings said: every distinct finding of the kinds that made it
+/// wrong (raised where nothing was expected, or not naming the workload's file), with the
+/// interval it came in, its summary and its evidence. A cell that is wrong one run in
+/// fifty is diagnosed from this, in the CI log, or not at all.
+pub(super) fn evidence_of(
+    intervals: &[Value],
+    pids: &BTreeSet<u32>,
+    dev: &str,
+    kinds: &[String],
+) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for (n, interval) in intervals.iter().enumerate() {
+        for f in interval["findings"].as_array().into_iter().flatten() {
+            let kind = f["kind"].as_str().unwrap_or("?");
+            let severity = f["severity"].as_str().unwrap_or("");
+            let mine = match f["pid"].as_u64() {
+                Some(pid) => u32::try_from(pid).is_ok_and(|pid| pids.contains(&pid)),
+                None => f["dev"].as_str() == Some(dev),
+            };
+            if !mine || !kinds.iter().any(|k| k == kind) || severity == "info" {
+                continue;
+            }
+            let line = format!(
+                "{kind} ({severity}, {} pid {}): {} | file {} | evidence {}",
+                f["comm"].as_str().unwrap_or("?"),
+                f["pid"],
+                f["summary"].as_str().unwrap_or(""),
+                f["file"],
+                f["evidence"]
+            );
+            // The same finding is listed every interval it lasts: once, from its first.
+            if !lines.iter().any(|l| l.ends_with(&line)) {
+                lines.push(format!("interval {n}: {line}"));
+            }
+        }
+    }
+    // Bounded: a storm of distinct findings must not flood the CI log.
+    let total = lines.len();
+    if total > 12 {
+        lines.truncate(12);
+        lines.push(format!("... and {} more", total - 12));
+    }
+    lines
+}
+
 pub(super) fn score(
     w: &Workload,
     fs: Fs,
@@ -312,5 +357,6 @@ pub(super) fn score(
             .find(|(on, _)| *on == fs)
             .map(|&(_, why)| why),
         first_named_s: None,
+        evidence: Vec::new(),
     }
 }
