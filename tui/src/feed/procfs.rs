@@ -107,10 +107,16 @@ impl ProcCache {
         expect: Option<(Dev, u64)>,
         now_ns: u64,
     ) -> (FileRef, Option<Dev>) {
-        // The inode number alone: btrfs reports a subvolume's own device to stat, not the
-        // superblock's the kernel saw.
+        // The inode and the device: inode numbers repeat across filesystems (dpkg synced an
+        // XFS directory whose number was /etc/group's on the root filesystem, closed it,
+        // and had /etc/group open on that fd when it was read, which named every later sync
+        // of that directory /etc/group). An anonymous device (major 0) on either side is
+        // not compared: btrfs reports a subvolume's own to stat, not the superblock's the
+        // kernel saw.
         let same = |found: Option<(Dev, u64)>| match (expect, found) {
-            (Some((_, want)), Some((_, ino))) => want == ino,
+            (Some((want_dev, want)), Some((dev, ino))) => {
+                want == ino && (want_dev == dev || want_dev.major == 0 || dev.major == 0)
+            }
             _ => true,
         };
         if let Some((file, id, at)) = self.fds.get(&(tgid, fd))
@@ -272,11 +278,33 @@ mod tests {
             "{reused:?}"
         );
         assert_eq!(at, None);
+        // The same inode number on another (real) filesystem is another file too.
+        assert_ne!(dev.major, 0, "the target directory is on a block device");
+        let elsewhere = Dev::new(dev.major + 1, dev.minor);
+        let (other_fs, _) = cache.resolve_fd(std::process::id(), fd, Some((elsewhere, ino)), 2);
+        assert!(
+            matches!(other_fs, FileRef::Unresolved(ref why) if why.contains("reused")),
+            "{other_fs:?}"
+        );
+        // An anonymous device (a btrfs subvolume's, as stat reports it) is not compared.
+        let anonymous = Dev::new(0, 45);
+        let (subvolume, _) = cache.resolve_fd(std::process::id(), fd, Some((anonymous, ino)), 3);
+        assert_eq!(subvolume, FileRef::Path(file.1.clone()));
         let _ = std::fs::remove_file(&file.1);
     }
 
     fn tempfile_in_target() -> (fs::File, String) {
-        let path = std::env::temp_dir().join(format!("iotop-bpf-procfs-{}", std::process::id()));
+        // One file per test: they run in parallel.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target")
+            .canonicalize()
+            .unwrap();
+        let path = dir.join(format!(
+            "iotop-bpf-procfs-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         (
             fs::File::create(&path).unwrap(),
             path.to_string_lossy().into_owned(),
