@@ -1,5 +1,6 @@
 //! `sync_storm`: many syncs a second, named with their files, judged when the burst
-//! settles; batched writers and flushes after aligned direct writes are no storm.
+//! settles; batched writers, flushes after aligned direct writes and a checkpoint's one
+//! burst are no storm.
 
 use super::*;
 
@@ -256,6 +257,50 @@ fn a_flush_after_each_aligned_direct_write_is_not_a_storm() {
     let found = s.findings();
     assert!(
         of_kind(&found, FindingKind::SyncStorm).is_empty(),
+        "{found:?}"
+    );
+}
+
+/// `n` small files each fsynced once, `gap` apart: a checkpoint's flush, or an unpacker's.
+fn each_file_once(n: u64, gap: u64) -> Vec<Finding> {
+    let mut s = Stream::new();
+    for i in 0..n {
+        let t = 200 * MS + i * gap;
+        s.write_request(42, "postgres", t + gap / 4, 8192, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fsync,
+            t,
+            t + gap / 2,
+            8192,
+            2,
+            &format!("/data/base/5/1640{i}"),
+        );
+    }
+    s.findings()
+}
+
+#[test]
+fn a_checkpoints_one_burst_is_not_a_storm() {
+    // PostgreSQL shutting down (pgbench with synchronous_commit=off, in the corpus): the
+    // checkpoint fsyncs each of 21 files once, within 14 ms.
+    let found = each_file_once(21, 14 * MS / 21);
+    assert!(
+        of_kind(&found, FindingKind::SyncStorm).is_empty(),
+        "{found:?}"
+    );
+    // The same 21 calls spread over 80 ms are a storm (each makes 2 blocks durable).
+    let found = each_file_once(21, 4 * MS);
+    assert_eq!(
+        of_kind(&found, FindingKind::SyncStorm).len(),
+        1,
+        "{found:?}"
+    );
+    // And so are 60 in 30 ms: an unpacker on a fast disk.
+    let found = each_file_once(60, MS / 2);
+    assert_eq!(
+        of_kind(&found, FindingKind::SyncStorm).len(),
+        1,
         "{found:?}"
     );
 }
