@@ -27,6 +27,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::util::{cmd, find_in_path, is_root, release_binary, run, stdout_of};
 
+mod budget;
 mod load;
 mod modes;
 mod process;
@@ -56,6 +57,10 @@ pub struct Args {
     /// Only the live view's first frame and quit (to look into that figure alone).
     #[arg(long, hide = true)]
     live_view_only: bool,
+    /// Only these shapes (comma-separated: uring, psync, libaio, buffered, lab001), and no
+    /// figures under load: a look at one shape's cost, not the whole table.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 /// The targets (issues 9 and 20), printed beside what was measured; per shape in
@@ -109,7 +114,17 @@ pub fn bench(args: &Args) -> Result<()> {
             unable.push((peer, format!("{} is not installed", peer.program())));
         }
     }
-    for workload in shapes::ALL {
+    if let Some(unknown) = args
+        .only
+        .iter()
+        .find(|o| !shapes::ALL.iter().any(|w| w.short() == o.as_str()))
+    {
+        bail!("bench --only: no shape {unknown:?} (uring, psync, libaio, buffered, lab001)");
+    }
+    for workload in shapes::ALL
+        .into_iter()
+        .filter(|w| args.only.is_empty() || args.only.iter().any(|o| o == w.short()))
+    {
         println!(
             "\nbench: {} rounds of {} s fio {} on {} (1 GiB file in /dev/shm)",
             args.runs,
@@ -142,6 +157,10 @@ pub fn bench(args: &Args) -> Result<()> {
         ));
     }
 
+    if !args.only.is_empty() {
+        print_table(&table);
+        return Ok(());
+    }
     println!(
         "\nbench: iotop-bpf --record at ~{}k events/s, then the live view in tmux",
         LOAD_IOPS / 1000
@@ -171,6 +190,9 @@ fn rerun_with_sudo(args: &Args) -> Result<()> {
     }
     if args.live_view_only {
         sudo.arg("--live-view-only");
+    }
+    if !args.only.is_empty() {
+        sudo.arg("--only").arg(args.only.join(","));
     }
     run(&mut sudo)
 }
@@ -386,6 +408,10 @@ struct Fio {
     requests: u64,
     /// fio's system calls (its I/Os, and the logger's fsyncs).
     calls: u64,
+    /// The share of all CPUs busy while fio ran (/proc/stat), and that as CPU time.
+    busy_share: f64,
+    busy_cpu_ns: f64,
+    cpus: u32,
 }
 
 impl Fio {
@@ -401,6 +427,8 @@ impl Fio {
 /// Runs fio on the device; `rate` caps the IOPS.
 fn fio(dev: &str, workload: Workload, seconds: u32, rate: Option<u32>) -> Result<Fio> {
     let before = disk_ios(dev)?;
+    let cpu_before = budget::cpu_times()?;
+    let started = std::time::Instant::now();
     let mut fio = cmd("fio");
     fio.args([
         "--name=r",
@@ -414,7 +442,10 @@ fn fio(dev: &str, workload: Workload, seconds: u32, rate: Option<u32>) -> Result
         fio.arg(format!("--rate_iops={rate}"));
     }
     let out = stdout_of(&mut fio)?;
+    let wall_ns = started.elapsed().as_secs_f64() * 1e9;
+    let cpu_after = budget::cpu_times()?;
     let requests = disk_ios(dev)?.saturating_sub(before);
+    let busy_share = cpu_before.busy_share(cpu_after);
     // Terse v3: 1 version, 2 fio version, 3 job name, 4 group, 5 error, 6 read KiB,
     // 7 read KiB/s, 8 read IOPS, 9 read runtime (ms); the writes' same four at 47-50.
     let line = out
@@ -441,6 +472,9 @@ fn fio(dev: &str, workload: Workload, seconds: u32, rate: Option<u32>) -> Result
         iops,
         requests,
         calls,
+        busy_share,
+        busy_cpu_ns: busy_share * f64::from(cpu_after.cpus()) * wall_ns,
+        cpus: cpu_after.cpus(),
     })
 }
 

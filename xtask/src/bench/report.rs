@@ -2,8 +2,8 @@
 //! held to, IOPS against the baseline, CPU, events; medians over the rounds.
 
 use super::{
-    Figure, MAX_TIMES_BEST_PEER, PEERS, Peer, PeerRun, PerIo, Round, Traced, Workload, figure,
-    modes,
+    Figure, MAX_TIMES_BEST_PEER, PEERS, Peer, PeerRun, PerIo, Round, Traced, Workload, budget,
+    figure, modes,
 };
 
 /// Total BPF time over total I/Os of some passes.
@@ -116,6 +116,25 @@ pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
         None,
     ));
     figures.extend(modes::report(workload, rounds, iotop_ns, cpu));
+    let iotop_iops = median(rounds.iter().map(|r| r.iotop.fio.iops));
+    let mut added = vec![budget::Added {
+        name: "iotop-bpf",
+        bpf_ns: iotop_ns,
+        // Its own process's CPU per I/O, beside the kernel's BPF time.
+        user_ns: if iotop_iops > 0.0 {
+            cpu * 1e9 / iotop_iops
+        } else {
+            0.0
+        },
+        measured_ratio: iotop_ratio,
+    }];
+    added.extend(peers.iter().map(|(peer, ns, ratio)| budget::Added {
+        name: peer.name(),
+        bpf_ns: *ns,
+        user_ns: 0.0,
+        measured_ratio: *ratio,
+    }));
+    figures.extend(budget::report(workload, rounds, &added));
     figures.push(figure(
         &format!("{name}: events received / dropped"),
         format!("{received} / {dropped}"),

@@ -39,6 +39,17 @@ pub const ALL: [Workload; 5] = [
 ];
 
 impl Workload {
+    /// Its name for `bench --only`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Uring => "uring",
+            Self::Psync => "psync",
+            Self::LibaioWrite => "libaio",
+            Self::Buffered => "buffered",
+            Self::FsyncLogger => "lab001",
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Self::Uring => "4k randread io_uring QD32",
