@@ -129,25 +129,37 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
         workload_seconds,
     );
     cell.first_named_s = first_named_s;
+    keep_if_wrong(&mut cell, &intervals, &pid_set, &fs_dev, &cache);
+    cell
+}
+
+/// A cell whose findings are wrong gets their evidence, and its intervals are kept under
+/// `target/eval/wrong/` for a closer look where the CI machine's workspace survives the run.
+fn keep_if_wrong(
+    cell: &mut Cell,
+    intervals: &[Value],
+    pid_set: &BTreeSet<u32>,
+    fs_dev: &str,
+    cache: &Path,
+) {
     let at_fault: Vec<String> = cell
         .false_positives
         .iter()
         .chain(cell.unnamed.iter())
         .cloned()
         .collect();
-    if !at_fault.is_empty() {
-        cell.evidence = evidence_of(&intervals, &pid_set, &fs_dev, &at_fault);
-        // Kept for a closer look where the CI machine's workspace survives the run.
-        keep_run(
-            &cache.join("../wrong"),
-            w.name,
-            fs_kind,
-            &intervals,
-            &pid_set,
-            None,
-        );
+    if at_fault.is_empty() {
+        return;
     }
-    cell
+    cell.evidence = evidence_of(intervals, pid_set, fs_dev, &at_fault);
+    keep_run(
+        &cache.join("../wrong"),
+        cell.workload,
+        cell.fs,
+        intervals,
+        pid_set,
+        None,
+    );
 }
 
 /// filefrag's summary of the files the workload wrote with direct I/O, where zeroing is
