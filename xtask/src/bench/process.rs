@@ -2,7 +2,7 @@
 //! run time, read from /proc.
 
 use std::{
-    collections::HashSet,
+    collections::{BTreeMap, HashMap},
     fs,
     io::{BufRead, BufReader, Read},
     process::{Child, Command, Stdio},
@@ -56,11 +56,19 @@ pub(super) fn cpu_ticks(pid: u32) -> Result<u64> {
     }
 }
 
-/// BPF run time of the programs a process holds open, from /proc/PID/fdinfo (works without
-/// bpftool, and counts exactly that process's programs). None if it holds none.
-pub(super) fn prog_stats(pid: u32) -> Option<u64> {
-    let mut seen = HashSet::new();
-    let mut total = None;
+/// One BPF program's statistics: its run time and runs so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct ProgRun {
+    /// Its tag (`prog_tag`), which names it in /proc/kallsyms.
+    pub tag: String,
+    pub ns: u64,
+    pub runs: u64,
+}
+
+/// The BPF programs a process holds open, by program id, from /proc/PID/fdinfo (works
+/// without bpftool, and counts exactly that process's programs). None if it holds none.
+pub(super) fn prog_stats(pid: u32) -> Option<BTreeMap<u32, ProgRun>> {
+    let mut programs = BTreeMap::new();
     for entry in fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
         // A descriptor may close while we look: skip it.
         if !fs::read_link(entry.path())
@@ -78,17 +86,64 @@ pub(super) fn prog_stats(pid: u32) -> Option<u64> {
             info.lines()
                 .find_map(|l| l.strip_prefix(key))
                 .map(str::trim)
+                .unwrap_or_default()
         };
-        // Two fds of one program must count once.
-        if !seen.insert(value("prog_id:").unwrap_or_default().to_owned()) {
+        // Two fds of one program count once: keyed by its id.
+        let Ok(id) = value("prog_id:").parse() else {
             continue;
-        }
-        let ns: u64 = value("run_time_ns:")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        total = Some(total.unwrap_or(0) + ns);
+        };
+        programs.insert(
+            id,
+            ProgRun {
+                tag: value("prog_tag:").to_owned(),
+                ns: value("run_time_ns:").parse().unwrap_or(0),
+                runs: value("run_cnt:").parse().unwrap_or(0),
+            },
+        );
     }
-    total
+    (!programs.is_empty()).then_some(programs)
+}
+
+/// What each program ran between two snapshots, named (programs loaded in between count
+/// from zero).
+pub(super) fn prog_deltas(
+    before: &BTreeMap<u32, ProgRun>,
+    after: &BTreeMap<u32, ProgRun>,
+) -> Vec<(String, ProgRun)> {
+    let names = prog_names();
+    after
+        .iter()
+        .map(|(id, now)| {
+            let then = before.get(id).cloned().unwrap_or_default();
+            let name = names
+                .get(&now.tag)
+                .cloned()
+                .unwrap_or_else(|| format!("prog {id}"));
+            (
+                name,
+                ProgRun {
+                    tag: now.tag.clone(),
+                    ns: now.ns.saturating_sub(then.ns),
+                    runs: now.runs.saturating_sub(then.runs),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Program names by tag, from /proc/kallsyms (`bpf_prog_<tag>_<name>`: the name as loaded,
+/// cut to 15 characters).
+fn prog_names() -> HashMap<String, String> {
+    let symbols = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    symbols
+        .lines()
+        .filter_map(|line| {
+            let symbol = line.split_whitespace().nth(2)?;
+            let rest = symbol.strip_prefix("bpf_prog_")?;
+            let (tag, name) = rest.split_once('_')?;
+            Some((tag.to_owned(), name.to_owned()))
+        })
+        .collect()
 }
 
 /// kernel.bpf_stats_enabled set to 1 while alive, then restored.

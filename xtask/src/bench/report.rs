@@ -116,6 +116,33 @@ pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
         None,
     ));
     figures.extend(modes::report(workload, rounds, iotop_ns, cpu));
+    figures.extend(cost_context(
+        workload,
+        rounds,
+        (iotop_ns, iotop_ratio, cpu),
+        &peers,
+    ));
+    figures.push(figure(
+        &format!("{name}: events received / dropped"),
+        format!("{received} / {dropped}"),
+        "0 dropped",
+        Some(dropped == 0),
+    ));
+    println!("\n{name}: medians over {} rounds", rounds.len());
+    for f in &figures {
+        println!("  {}: {}", f.what, f.measured);
+    }
+    figures
+}
+
+/// What the machine leaves a tracer, and where each tracer's BPF time goes: iotop-bpf's
+/// (BPF time per I/O, IOPS ratio, CPU share) beside the peers' (BPF time, IOPS ratio).
+fn cost_context(
+    workload: Workload,
+    rounds: &[Round],
+    (iotop_ns, iotop_ratio, cpu): (Option<f64>, f64, f64),
+    peers: &[(Peer, Option<f64>, f64)],
+) -> Vec<Figure> {
     let iotop_iops = median(rounds.iter().map(|r| r.iotop.fio.iops));
     let mut added = vec![budget::Added {
         name: "iotop-bpf",
@@ -134,18 +161,65 @@ pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
         user_ns: 0.0,
         measured_ratio: *ratio,
     }));
-    figures.extend(budget::report(workload, rounds, &added));
-    figures.push(figure(
-        &format!("{name}: events received / dropped"),
-        format!("{received} / {dropped}"),
-        "0 dropped",
-        Some(dropped == 0),
+    let mut figures = budget::report(workload, rounds, &added);
+    figures.push(by_program(
+        workload,
+        "iotop-bpf",
+        rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
     ));
-    println!("\n{name}: medians over {} rounds", rounds.len());
-    for f in &figures {
-        println!("  {}: {}", f.what, f.measured);
+    for (peer, ..) in peers {
+        figures.push(by_program(
+            workload,
+            peer.name(),
+            rounds
+                .iter()
+                .flat_map(|r| r.peers.iter().filter(|p| p.peer == *peer))
+                .filter_map(|p| p.cost.as_ref()),
+        ));
     }
     figures
+}
+
+/// Where a tracer's BPF time goes: each program's time per I/O and runs per I/O, summed over
+/// the passes with statistics, the costliest first.
+fn by_program<'a>(
+    workload: Workload,
+    tracer: &str,
+    passes: impl Iterator<Item = &'a Traced>,
+) -> Figure {
+    let mut programs: Vec<(String, u64, u64)> = Vec::new();
+    let mut ios = 0;
+    for pass in passes {
+        ios += pass.fio.ios(workload);
+        for (name, run) in &pass.programs {
+            match programs.iter_mut().find(|(n, ..)| n == name) {
+                Some((_, ns, runs)) => (*ns, *runs) = (*ns + run.ns, *runs + run.runs),
+                None => programs.push((name.clone(), run.ns, run.runs)),
+            }
+        }
+    }
+    programs.retain(|(_, ns, _)| *ns > 0);
+    programs.sort_by_key(|(_, ns, _)| std::cmp::Reverse(*ns));
+    let per_io = |v: u64| v as f64 / ios.max(1) as f64;
+    let listed = programs
+        .iter()
+        .take(8)
+        .map(|(name, ns, runs)| format!("{name} {:.0} ns ({:.2} runs)", per_io(*ns), per_io(*runs)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    figure(
+        &format!(
+            "{}: BPF time per I/O by program, {tracer}",
+            workload.describe()
+        ),
+        if listed.is_empty() {
+            "not measured".into()
+        } else {
+            listed
+        },
+        "(context: where it goes)",
+        None,
+    )
 }
 
 pub(super) fn median(values: impl Iterator<Item = f64>) -> f64 {
