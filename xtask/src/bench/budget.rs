@@ -3,8 +3,8 @@
 //! the IOPS ratio follows from the BPF time: `cpu / (cpu + added)`, `cpu` being what the
 //! whole machine spends per I/O with fio alone. So ">= 0.95" is a budget in nanoseconds,
 //! 5.3% of that, printed here beside what each tracer adds and the ratio it predicts. The
-//! measured ratios come out lower than predicted, for every tracer: a program run also
-//! costs its dispatch (outside the statistics), and synchronous reads wait for it.
+//! measured ratios scatter around the prediction (±10% between runs on this shared VM),
+//! mostly below it: a program run also costs its dispatch, outside the statistics.
 
 use std::fs;
 

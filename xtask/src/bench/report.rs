@@ -198,7 +198,8 @@ fn by_program<'a>(
             }
         }
     }
-    programs.retain(|(_, ns, _)| *ns > 0);
+    // Programs that ran for nothing to speak of per I/O (an exit probe) are left out.
+    programs.retain(|(_, ns, _)| *ns >= ios.max(1));
     programs.sort_by_key(|(_, ns, _)| std::cmp::Reverse(*ns));
     let per_io = |v: u64| v as f64 / ios.max(1) as f64;
     let listed = programs
