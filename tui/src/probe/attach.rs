@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    programs::{BtfTracePoint, Program, ProgramError},
+    programs::{BtfTracePoint, Program, ProgramError, RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
     blame::GLOBAL_BLAME_OFFSETS,
@@ -120,39 +120,55 @@ fn load_and_attach(
                 .with_context(|| format!("attach to tp_btf {name}"))?;
             Ok(Some(Box::new(program.take_link(link)?)))
         }
-        Attach::Raw(name) => {
-            let program = as_raw(
+        Attach::Raw(name) => load_then_attach(
+            as_raw(
                 programs.get_mut(step.program).map(|p| &mut **p),
                 step.program,
-            )?;
-            if first {
-                program.load()?;
-            }
-            if step.deferred {
-                return Ok(None);
-            }
-            let link = program
-                .attach(name)
-                .with_context(|| format!("attach to raw tracepoint {name}"))?;
-            Ok(Some(Box::new(program.take_link(link)?)))
-        }
-        Attach::Classic(category, name) => {
-            let program = as_classic(
+            )?,
+            first,
+            step.deferred,
+            RawTracePoint::load,
+            |program| {
+                let link = program
+                    .attach(name)
+                    .with_context(|| format!("attach to raw tracepoint {name}"))?;
+                Ok(Box::new(program.take_link(link)?))
+            },
+        ),
+        Attach::Classic(category, name) => load_then_attach(
+            as_classic(
                 programs.get_mut(step.program).map(|p| &mut **p),
                 step.program,
-            )?;
-            if first {
-                program.load()?;
-            }
-            if step.deferred {
-                return Ok(None);
-            }
-            let link = program
-                .attach(category, name)
-                .with_context(|| format!("attach to tracepoint {category}:{name}"))?;
-            Ok(Some(Box::new(program.take_link(link)?)))
-        }
+            )?,
+            first,
+            step.deferred,
+            TracePoint::load,
+            |program| {
+                let link = program
+                    .attach(category, name)
+                    .with_context(|| format!("attach to tracepoint {category}:{name}"))?;
+                Ok(Box::new(program.take_link(link)?))
+            },
+        ),
     }
+}
+
+/// Loads `program` the first time a step names it, then attaches it unless the step is
+/// deferred: the raw and classic tracepoint arms, which differ only in their calls.
+fn load_then_attach<P>(
+    program: &mut P,
+    first: bool,
+    deferred: bool,
+    load: fn(&mut P) -> Result<(), ProgramError>,
+    attach: impl FnOnce(&mut P) -> Result<Box<dyn Send>>,
+) -> Result<Option<Box<dyn Send>>> {
+    if first {
+        load(program)?;
+    }
+    if deferred {
+        return Ok(None);
+    }
+    attach(program).map(Some)
 }
 
 /// The globals the programs read, from the plan, and the map sizes that depend on the machine.
