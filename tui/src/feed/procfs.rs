@@ -110,18 +110,22 @@ impl ProcCache {
         // The inode and the device: inode numbers repeat across filesystems (dpkg synced an
         // XFS directory whose number was /etc/group's on the root filesystem, closed it,
         // and had /etc/group open on that fd when it was read, which named every later sync
-        // of that directory /etc/group). An anonymous device (major 0) on either side is
-        // not compared: btrfs reports a subvolume's own to stat, not the superblock's the
-        // kernel saw.
+        // of that directory /etc/group). The device is not compared when the kernel's is
+        // anonymous (major 0): btrfs reports a subvolume's own to stat, not the
+        // superblock's the kernel saw. When the kernel's is a block device, an anonymous one
+        // from stat is another file (a container's overlay root: dpkg's syncs on an ext4
+        // scratch root were named /etc/passwd in CI). A path whose inode could not be read
+        // (the fd closed between readlink and stat) is not the synced file's either.
         let same = |found: Option<(Dev, u64)>| match (expect, found) {
+            (None, _) => true,
+            (Some(_), None) => false,
             (Some((want_dev, want)), Some((dev, ino))) => {
-                want == ino && (want_dev == dev || want_dev.major == 0 || dev.major == 0)
+                want == ino && (want_dev.major == 0 || want_dev == dev)
             }
-            _ => true,
         };
         if let Some((file, id, at)) = self.fds.get(&(tgid, fd))
             && now_ns.saturating_sub(*at) < FD_TTL_NS
-            && same(*id)
+            && (!matches!(file, FileRef::Path(_)) || same(*id))
         {
             return (file.clone(), id.map(|(dev, _)| dev));
         }
@@ -157,11 +161,13 @@ impl ProcCache {
             ),
         };
         self.fds.insert((tgid, fd), (file.clone(), id, now_ns));
-        if !same(id) {
-            return (
-                FileRef::Unresolved("fd reused for another file before it could be read".into()),
-                None,
-            );
+        if matches!(file, FileRef::Path(_)) && !same(id) {
+            let why = if id.is_none() {
+                "fd closed before it could be read"
+            } else {
+                "fd reused for another file before it could be read"
+            };
+            return (FileRef::Unresolved(why.into()), None);
         }
         (file, id.map(|(dev, _)| dev))
     }
@@ -286,11 +292,30 @@ mod tests {
             matches!(other_fs, FileRef::Unresolved(ref why) if why.contains("reused")),
             "{other_fs:?}"
         );
-        // An anonymous device (a btrfs subvolume's, as stat reports it) is not compared.
+        // The kernel's anonymous device (a btrfs superblock's; stat reports the subvolume's)
+        // is not compared.
         let anonymous = Dev::new(0, 45);
         let (subvolume, _) = cache.resolve_fd(std::process::id(), fd, Some((anonymous, ino)), 3);
         assert_eq!(subvolume, FileRef::Path(file.1.clone()));
         let _ = std::fs::remove_file(&file.1);
+    }
+
+    #[test]
+    fn a_file_on_an_anonymous_device_is_not_the_block_devices_synced_one() {
+        // A container's overlay root: /etc/passwd open on the fd number dpkg had synced an
+        // ext4 file on, with the same inode number, stat giving the overlay's device.
+        let path = format!("/dev/shm/iotop-bpf-procfs-{}", std::process::id());
+        let file = fs::File::create(&path).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let ino = file.metadata().unwrap().ino();
+        assert_eq!(Dev::from_user(file.metadata().unwrap().dev()).major, 0);
+        let mut cache = ProcCache::default();
+        let (named, _) = cache.resolve_fd(std::process::id(), fd, Some((Dev::new(7, 0), ino)), 0);
+        let _ = fs::remove_file(&path);
+        assert!(
+            matches!(named, FileRef::Unresolved(ref why) if why.contains("reused")),
+            "{named:?}"
+        );
     }
 
     fn tempfile_in_target() -> (fs::File, String) {
