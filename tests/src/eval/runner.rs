@@ -10,7 +10,7 @@ pub(super) const WORKLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// The system calls strace follows: the sync calls, the writes, and the opens (for the flags
 /// and the path of each fd).
 pub(super) const STRACED: &str = "fsync,fdatasync,sync_file_range,syncfs,sync,msync,write,pwrite64,writev,\
-                       pwritev,pwritev2,open,openat,creat";
+                       pwritev,pwritev2,open,openat,creat,clone,clone3";
 
 pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     static RUN: AtomicU32 = AtomicU32::new(0);

@@ -197,15 +197,15 @@ fn zeroing(fs: Fs, tool: &Figures, trace: &Trace, filefrag: String, out: &mut Ve
 /// their first row: bytes written before it are not in `totals`).
 pub(super) fn logical_gaps(tool: &Figures, trace: &Trace) -> String {
     let mut parts = Vec::new();
-    let unlisted: Vec<u64> = trace
-        .write_bytes_by
+    let by_process = trace.write_bytes_by_process();
+    let unlisted: Vec<u64> = by_process
         .iter()
         .filter(|(pid, bytes)| **bytes > 0 && !tool.listed.contains_key(pid))
         .map(|(_, &bytes)| bytes)
         .collect();
     if !unlisted.is_empty() {
         parts.push(format!(
-            "{} of it by {} processes or threads never listed",
+            "{} of it by {} processes never listed",
             bytes(float(unlisted.iter().sum())),
             unlisted.len()
         ));
@@ -214,7 +214,7 @@ pub(super) fn logical_gaps(tool: &Figures, trace: &Trace) -> String {
         .listed
         .iter()
         .filter_map(|(pid, (comm, total, first))| {
-            let wrote = trace.write_bytes_by.get(pid).copied().unwrap_or(0);
+            let wrote = by_process.get(pid).copied().unwrap_or(0);
             let missing = wrote.saturating_sub(*total);
             (missing > 64 << 10 && missing * 10 > wrote).then(|| {
                 (

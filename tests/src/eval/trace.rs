@@ -10,9 +10,12 @@ pub(super) struct Trace {
     pub(super) kinds: BTreeMap<String, u64>,
     /// Bytes written by write, pwrite64, writev, pwritev, pwritev2 (their results), any fd.
     pub(super) write_bytes: u64,
-    /// The same per process (strace prints thread ids: a multi-threaded writer's threads
-    /// are summed under their own ids, so this is only used to name unlisted writers).
+    /// The same per thread (strace prints thread ids; [`Trace::write_bytes_by_process`]
+    /// sums them by process), only used to name writers the tool does not list.
     pub(super) write_bytes_by: BTreeMap<u32, u64>,
+    /// The thread each thread was created by (`clone` with `CLONE_THREAD`): etcd's and
+    /// PostgreSQL's writers are threads of a listed process.
+    pub(super) created_by: HashMap<u32, u32>,
     /// Of those, to files on the workload's filesystem.
     pub(super) fs_write_bytes: u64,
     /// Direct writes to files on the filesystem, in order: (path, offset, bytes).
@@ -37,6 +40,25 @@ pub(super) struct OpenFile {
 }
 
 impl Trace {
+    /// [`Trace::write_bytes_by`] summed by process: each thread under the process that
+    /// created its first ancestor (a clone line can come after the new thread's own calls,
+    /// so this is resolved once the log is read).
+    pub(super) fn write_bytes_by_process(&self) -> BTreeMap<u32, u64> {
+        let mut by = BTreeMap::new();
+        for (&tid, &bytes) in &self.write_bytes_by {
+            let mut tgid = tid;
+            // Bounded: a cycle cannot come from a real log, but the walk must end anyway.
+            for _ in 0..64 {
+                match self.created_by.get(&tgid) {
+                    Some(&parent) => tgid = parent,
+                    None => break,
+                }
+            }
+            *by.entry(tgid).or_default() += bytes;
+        }
+        by
+    }
+
     /// Parses `strace -f -y -s 0` output (`PID call(args) = result`, with
     /// `<unfinished ...>` / `<... call resumed>` pairs).
     pub(super) fn parse(text: &str, mountpoint: &Path) -> Self {
@@ -111,6 +133,11 @@ impl Trace {
                 bump(self, SRF_WRITE);
             }
             "fsync" | "fdatasync" | "sync_file_range" | "syncfs" | "sync" => bump(self, name),
+            "clone" | "clone3" if args.contains("CLONE_THREAD") => {
+                if let Ok(tid) = u32::try_from(ret) {
+                    self.created_by.insert(tid, pid);
+                }
+            }
             "msync" if args.contains("MS_SYNC") => bump(self, "msync"),
             "open" | "openat" | "creat" => {
                 let Some(path) = fd_path(result) else {
@@ -342,6 +369,24 @@ mod tests {
                 ("/m/dio".to_string(), 6144, 6144),
                 ("/m/dio".to_string(), 12288, 512)
             ]
+        );
+    }
+
+    #[test]
+    fn a_threads_writes_are_its_process() {
+        // The new thread's calls can come before its creator's clone returns in the log.
+        let log = r#"200 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM, exit_signal=0, stack=0x7f, stack_size=0x7ff}, 88 <unfinished ...>
+201 write(3</m/wal>, ""..., 100) = 100
+200 <... clone3 resumed>) = 201
+201 clone(child_stack=0xc0, flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_SYSVSEM|CLONE_THREAD) = 202
+202 pwrite64(4</m/db>, ""..., 4096, 0) = 4096
+200 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f) = 300
+300 write(3</m/log>, ""..., 10) = 10
+"#;
+        let t = Trace::parse(log, Path::new("/m"));
+        assert_eq!(
+            t.write_bytes_by_process().into_iter().collect::<Vec<_>>(),
+            [(200, 4196), (300, 10)]
         );
     }
 
