@@ -20,7 +20,10 @@
 //! A storm lasts: calls that all settled within [`MIN_STORM_SPAN_NS`] are one flush of a
 //! program's files (PostgreSQL's checkpoint at shutdown: 11-21 fsyncs in 3-14 ms, each of a
 //! different file, once), judged only when there are at least [`MIN_BURST_SYNCS`] of them
-//! (dpkg on a RAM disk: 170-340 in 0.2-0.3 s).
+//! (dpkg on a RAM disk: 170-340 in 0.2-0.3 s). Fewer than that in an interval is named only
+//! once seen [`THIN_MIN_STREAK`] intervals running, as `write_amplification`'s thin cadence
+//! is (etcd's start: bbolt creates its database with 14 fdatasyncs in 102 ms, then syncs
+//! only its log).
 //!
 //! Severity: critical when the process spends at least half of its syncing stretch (first
 //! call's start to last call's end in the interval) waiting in them.
@@ -41,8 +44,10 @@ pub const CRITICAL_SYNC_TIME_SHARE: f64 = 0.5;
 pub const MIN_SPAN_NS: u64 = 100_000_000;
 /// Calls settled over a shorter stretch than this are one burst, not a storm ...
 pub const MIN_STORM_SPAN_NS: u64 = 50_000_000;
-/// ... unless there are at least this many of them.
+/// ... unless there are at least this many of them. Fewer than this in an interval must
+/// also keep coming: seen this many intervals running.
 pub const MIN_BURST_SYNCS: u64 = 50;
+pub const THIN_MIN_STREAK: u32 = 3;
 
 #[expect(
     clippy::cast_precision_loss,
@@ -89,7 +94,12 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             Severity::Warning
         },
     )
-    .of_process(proc);
+    .of_process(proc)
+    .persisting(if settled < MIN_BURST_SYNCS {
+        THIN_MIN_STREAK
+    } else {
+        1
+    });
     finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
     // The files of the calls judged (settled in the interval, made up to `SETTLE_NS` before).
     let synced = &s.settled_files;
