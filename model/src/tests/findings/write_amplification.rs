@@ -329,3 +329,51 @@ fn batched_io_uring_fsyncs_are_no_storm() {
     }
     assert!(s.findings().is_empty());
 }
+
+/// 112-byte records each fdatasynced or fsynced (etcd's log), with `journal` bytes of jbd2
+/// writes per call.
+fn log_synced_by(kind: SyncKind, journal: u32) -> Finding {
+    let mut s = Stream::new();
+    for i in 0..300u64 {
+        let t = i * MS;
+        s.write_request(42, "etcd", t + 100 * US, 4096, true, false);
+        if journal > 0 {
+            s.write_request(300, "jbd2/loop0-8", t + 200 * US, journal, false, true);
+        }
+        s.sync_file(
+            42,
+            kind,
+            t + 50 * US,
+            t + 600 * US,
+            112,
+            1,
+            "/var/lib/etcd/0.wal",
+        );
+    }
+    let found = s.findings();
+    let wa = of_kind(&found, FindingKind::WriteAmplification);
+    assert_eq!(wa.len(), 1, "{found:?}");
+    wa[0].clone()
+}
+
+#[test]
+fn the_fix_follows_what_the_program_already_does() {
+    // fsync, with a journal commit per call: fdatasync and preallocation are the remedies.
+    let f = log_synced_by(SyncKind::Fsync, 8192);
+    assert!(
+        f.fix.contains("preallocate the file and use fdatasync"),
+        "{}",
+        f.fix
+    );
+    // fdatasync of appends, each committing a journal: preallocating by writing.
+    let f = log_synced_by(SyncKind::Fdatasync, 8192);
+    assert!(
+        f.fix.contains("preallocate the file by writing it"),
+        "{}",
+        f.fix
+    );
+    // etcd: fdatasync into a preallocated log, little journal per call: neither helps.
+    let f = log_synced_by(SyncKind::Fdatasync, 512);
+    assert!(f.fix.contains("it already fdatasyncs"), "{}", f.fix);
+    assert!(!f.fix.contains("preallocate"), "{}", f.fix);
+}
