@@ -18,6 +18,12 @@ pub const MIN_EMPTY_PER_S: f64 = 5.0;
 pub const MIN_EMPTY_SHARE: f64 = 0.5;
 /// Flushes per empty call: below this the empty calls cost (almost) nothing.
 pub const MIN_FLUSHES_PER_EMPTY: f64 = 0.5;
+/// Fewer empty calls than this in an interval are named only once seen [`THIN_MIN_STREAK`]
+/// intervals running: a server syncing every file it has open as it shuts down (MariaDB:
+/// 28 and 25 empty fdatasyncs of its tables and logs over two intervals, then exit) is a
+/// burst, not a habit; sysbench's fsync of every file after each write makes thousands.
+pub const MIN_STEADY_EMPTY: u64 = 50;
+pub const THIN_MIN_STREAK: u32 = 3;
 
 #[expect(
     clippy::cast_precision_loss,
@@ -34,8 +40,13 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     if share < MIN_EMPTY_SHARE || per_empty < MIN_FLUSHES_PER_EMPTY {
         return None;
     }
-    let mut finding =
-        Finding::new(scene, FindingKind::EmptySyncs, Severity::Warning).of_process(proc);
+    let mut finding = Finding::new(scene, FindingKind::EmptySyncs, Severity::Warning)
+        .of_process(proc)
+        .persisting(if s.empty < MIN_STEADY_EMPTY {
+            THIN_MIN_STREAK
+        } else {
+            1
+        });
     finding.dev = s.disk.or_else(|| Scene::main_disk(proc));
     finding.files = s.empty_files.iter().map(|(path, _)| path.clone()).collect();
     let files = match s.empty_files.as_slice() {

@@ -23,6 +23,12 @@ use crate::ProcRow;
 pub const MIN_ZEROING_WRITES: u64 = 3;
 /// Block-finishing write requests seen, as a share of the predicted zeroing writes.
 pub const MIN_CONFIRMED_SHARE: f64 = 0.25;
+/// Inside unwritten extents, where the zeroing requests alone are the evidence, fewer than
+/// this in an interval are named only once seen [`THIN_MIN_STREAK`] intervals running:
+/// MariaDB writing its redo log's first megabytes at start (4 writes of 16 MiB starting
+/// mid-block: 18 KiB zeroed, 0.05% of the data, once) is not a pattern.
+pub const MIN_STEADY_INSIDE: u64 = 10;
+pub const THIN_MIN_STREAK: u32 = 3;
 
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     past_eof(scene, proc).or_else(|| unwritten(scene, proc))
@@ -114,7 +120,12 @@ fn unwritten(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     let block = dio.fs_block_size;
     let (pos, count) = dio.inside_example.unwrap_or_default();
     let share = dio.inside_zeroed_bytes as f64 / dio.data_bytes.max(1) as f64;
-    let (mut finding, file) = started(scene, proc);
+    let (finding, file) = started(scene, proc);
+    let mut finding = finding.persisting(if zeroing < MIN_STEADY_INSIDE {
+        THIN_MIN_STREAK
+    } else {
+        1
+    });
     finding.summary = format!(
         "{} (pid {}): O_DIRECT writes{file} off {block}-byte blocks into preallocated, \
          unwritten extents (e.g. {count} B at offset {pos}): the kernel zeroes the rest of \

@@ -212,3 +212,16 @@ fn own_writes_go_to_the_call_they_were_created_in_not_the_next_one() {
     assert_eq!(small.mean_own(), 4096, "one block per small file");
     assert_eq!(large.mean_own(), 1 << 20, "its own 1 MiB per large file");
 }
+
+#[test]
+fn a_shutdowns_empty_syncs_are_a_burst_not_a_habit() {
+    // 10 writes: 30 empty fsyncs in one interval (a server syncing every file it has open
+    // as it exits) are not named; 200 writes (600 empty) are.
+    let found = fsync_all_files_after_each_write(10).findings();
+    assert!(
+        of_kind(&found, FindingKind::EmptySyncs).is_empty(),
+        "{found:?}"
+    );
+    let found = fsync_all_files_after_each_write(200).findings();
+    assert_eq!(of_kind(&found, FindingKind::EmptySyncs).len(), 1);
+}

@@ -441,3 +441,51 @@ fn healthy_streams_raise_nothing() {
     let found = r.kinds_over(u64::from(INFO_MIN_STREAK));
     assert!(found.is_empty(), "healthy streams raised {found:?}");
 }
+
+/// fio's layout: `pairs` pairs of 6 KiB direct writes into a fallocated 64 MiB file on
+/// 4 KiB blocks; the first of each pair zeroes the rest of its second block (merged with its
+/// data into one 8 KiB request), the second ends on a block.
+fn into_unwritten_extents(pairs: u64) -> Requests {
+    let mut r = Requests::new();
+    let isize = 64 << 20;
+    for i in 0..pairs {
+        let pos = i * 12_288;
+        let at = i * 10 * MS;
+        r.dio(7, pos, 6144, isize, true, at, 512);
+        r.request(
+            7,
+            "writer",
+            Op::Write,
+            pos / 512,
+            8192,
+            at,
+            10 * US,
+            100 * US,
+        );
+        r.dio(7, pos + 6144, 6144, isize, true, at + MS, 512);
+        r.request(
+            7,
+            "writer",
+            Op::Write,
+            (pos + 6144) / 512,
+            6144,
+            at + MS,
+            10 * US,
+            100 * US,
+        );
+    }
+    r
+}
+
+#[test]
+fn a_few_zeroing_writes_into_unwritten_extents_must_keep_coming() {
+    let tail = |found: &[(FindingKind, Option<u32>)]| {
+        found.contains(&(FindingKind::SubBlockTailWrite, Some(7)))
+    };
+    // 20 in an interval: a pattern at once.
+    assert!(tail(&into_unwritten_extents(20).kinds()));
+    // 4 once (MariaDB's redo log at start): nothing; 4 every interval: from the third.
+    assert!(!tail(&into_unwritten_extents(4).kinds()));
+    assert!(!tail(&into_unwritten_extents(4).kinds_over(2)));
+    assert!(tail(&into_unwritten_extents(4).kinds_over(3)));
+}
