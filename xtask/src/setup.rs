@@ -19,12 +19,12 @@ const BUILD_PACKAGES: &[&str] = &[
 /// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
 /// for the live view's; man and systemd-analyze for the package check; the real programs of
 /// the evaluation corpus (tests/corpus: sqlite3, python3, PostgreSQL and pgbench,
-/// redis-server and redis-benchmark, etcd, git, rsync, sysbench; mkfs.btrfs for its btrfs runs;
+/// redis-server and redis-benchmark, etcd, MariaDB, git, rsync, sysbench; mkfs.btrfs for its btrfs runs;
 /// strace and filefrag, from e2fsprogs, are its oracles); chromium renders the HTML report
 /// in the report's; bpftrace is the peer the btt test checks its scheduler split against
-/// (and the bench's side-by-side peer). Installing postgresql, redis-server and etcd-server
-/// starts their default services where systemd runs (a cluster on port 5432, servers on 6379
-/// and 2379); the corpus runs private instances on unix sockets and does not use them.
+/// (and the bench's side-by-side peer). Installing postgresql, redis-server, etcd-server and
+/// mariadb-server starts their default services where systemd runs (ports 5432, 6379, 2379
+/// and 3306); the corpus runs private instances on unix sockets and does not use them.
 const TEST_PACKAGES: &[&str] = &[
     "bpftrace",
     "xfsprogs",
@@ -40,6 +40,7 @@ const TEST_PACKAGES: &[&str] = &[
     "postgresql",
     "redis-server",
     "etcd-server",
+    "mariadb-server",
     "git",
     "rsync",
     "sysbench",
