@@ -33,6 +33,11 @@ struct GeometryEntry {
     /// unwritten extents (preallocated), which no tracepoint says, so only the zeroing
     /// requests themselves confirm it. Newest last.
     inside: Vec<Inside>,
+    /// When each thread last began a direct write on this filesystem (newest last): a
+    /// thread's request created after its next call began is that call's, not zeroing
+    /// around the one before (InnoDB appends to its log block in pieces, each the size the
+    /// zeroing after the previous piece would have).
+    began: Vec<(u32, u64)>,
 }
 
 /// An unaligned direct write inside the file: the zeroing it would cause were its blocks
@@ -43,6 +48,9 @@ struct Inside {
     head: u64,
     count: u64,
     tail: u64,
+    /// The thread that made the call, and when it began.
+    tid: u32,
+    at_ns: u64,
 }
 
 impl Inside {
@@ -72,6 +80,7 @@ impl Inside {
 const MAX_GEOMETRIES: usize = 4;
 const MAX_RECENT_PADS: usize = 8;
 const MAX_RECENT_INSIDE: usize = 8;
+const MAX_WRITERS: usize = 16;
 
 impl DioGeometry {
     fn note(&mut self, call: &DioCall, tail: u64, inside: Option<Inside>) {
@@ -95,6 +104,7 @@ impl DioGeometry {
                     fs_block,
                     pads: Vec::new(),
                     inside: Vec::new(),
+                    began: Vec::new(),
                 });
                 let last = self.entries.len() - 1;
                 &mut self.entries[last]
@@ -107,14 +117,22 @@ impl DioGeometry {
             }
             entry.pads.push(tail);
         }
-        if let Some(inside) = inside
-            && !entry.inside.contains(&inside)
-        {
+        if let Some(inside) = inside {
+            // The same shape from the same thread: one entry, of its latest call.
+            entry.inside.retain(|c| {
+                (c.head, c.count, c.tail, c.tid)
+                    != (inside.head, inside.count, inside.tail, inside.tid)
+            });
             if entry.inside.len() == MAX_RECENT_INSIDE {
                 entry.inside.remove(0);
             }
             entry.inside.push(inside);
         }
+        entry.began.retain(|&(tid, _)| tid != call.tid);
+        if entry.began.len() == MAX_WRITERS {
+            entry.began.remove(0);
+        }
+        entry.began.push((call.tid, call.ts_ns));
     }
 
     /// How a write request relates to the process's direct I/O: whether it finishes a
@@ -122,6 +140,12 @@ impl DioGeometry {
     /// zeroed around an unaligned write inside the file (unwritten extents).
     fn classify(&self, io: &BlockIo) -> Classified {
         let mut out = Classified::default();
+        // Metadata is no zeroing: XFS writes its log in the task that forces it (an
+        // fdatasync after InnoDB's log write), in 512-byte sectors that end on a block as
+        // often as not; iomap's zero writes never carry REQ_META.
+        if io.flags & iotop_bpf_common::block::FLAG_META != 0 {
+            return out;
+        }
         for e in self.entries.iter().filter(|e| e.disk == io.dev) {
             let Some(start) = io
                 .sector
@@ -141,10 +165,18 @@ impl DioGeometry {
                 out.finishing = true;
                 out.pad = e.pads.contains(&u64::from(io.bytes));
             }
+            // Not around a call whose thread began another before this request was made.
+            let superseded = |c: &Inside| {
+                io.tid == c.tid
+                    && e.began
+                        .iter()
+                        .any(|&(tid, at)| tid == c.tid && at > c.at_ns && at <= io.created_ns)
+            };
             if let Some(zeroed) = e
                 .inside
                 .iter()
                 .rev()
+                .filter(|c| !superseded(c))
                 .find_map(|c| c.zeroed_in(u64::from(io.bytes), starts_aligned, ends_aligned))
             {
                 out.inside_zeroed = zeroed;
@@ -298,6 +330,8 @@ impl PatternStats {
             head: call.pos % block,
             count: call.count,
             tail: (block - end % block) % block,
+            tid: call.tid,
+            at_ns: call.ts_ns,
         });
         if inside.is_some() {
             d.inside_calls += 1;
@@ -523,6 +557,44 @@ mod tests {
         stats.add_dio(&call(1 << 20, 6144, isize, 4096, 0), &mut geometry);
         stats.add_request(&write_at((1 << 20) + 6144, 2048), false, &geometry);
         assert_eq!(stats.dio_figures().inside_zeroing_requests, 5);
+    }
+
+    #[test]
+    fn a_threads_next_piece_is_not_zeroing_around_its_last() {
+        // InnoDB's redo log on 1 KiB blocks, preallocated: 1536 B at 44 KiB (zeroed after
+        // it, merged with its data: one 2 KiB request), then the next piece, 512 B from
+        // where that ended: the size and shape the zeroing after the first would have.
+        let mut geometry = DioGeometry::default();
+        let mut stats = PatternStats::default();
+        let isize = 96 << 20;
+        stats.add_dio(&call(45_056, 1536, isize, 1024, 0), &mut geometry);
+        let mut merged = write_at(45_056, 2048);
+        merged.created_ns = 10;
+        stats.add_request(&merged, false, &geometry);
+        let mut next = call(46_592, 512, isize, 1024, 0);
+        next.ts_ns = 100;
+        stats.add_dio(&next, &mut geometry);
+        let mut piece = write_at(46_592, 512);
+        piece.created_ns = 110;
+        stats.add_request(&piece, false, &geometry);
+        let d = stats.dio_figures();
+        assert_eq!(
+            (d.inside_zeroing_requests, d.inside_zeroed_bytes),
+            (1, 512),
+            "the piece is the second call's data"
+        );
+        // The same request made before the second call began is the first one's zeroing;
+        // so is one by another thread.
+        piece.created_ns = 90;
+        stats.add_request(&piece, false, &geometry);
+        // XFS's log, written by the thread that forces it: metadata, never zeroing.
+        let mut log = piece;
+        log.flags = iotop_bpf_common::block::FLAG_META;
+        stats.add_request(&log, false, &geometry);
+        piece.created_ns = 110;
+        piece.tid = 2;
+        stats.add_request(&piece, false, &geometry);
+        assert_eq!(stats.dio_figures().inside_zeroing_requests, 3);
     }
 
     #[test]

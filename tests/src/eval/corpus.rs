@@ -321,8 +321,8 @@ pub const CORPUS: &[Workload] = &[
         // be zeroed around. What the first runs showed (2026-11-27), each checked:
         // - XFS with 1 KiB blocks: InnoDB writes its log in 512-byte units into the
         //   fallocated ib_logfile0, and XFS zeroes the rest of each 1 KiB block:
-        //   sub_block_tail_write, 65-85% more bytes than the data (the Zeroing check against
-        //   strace and filefrag below).
+        //   sub_block_tail_write, named; its count does not match the Zeroing check's
+        //   prediction from strace and filefrag (below).
         // - btrfs: each fdatasync of ~700 B of log costs 70-140 KiB (COW, the log tree):
         //   write_amplification, 100-200x.
         // - ext4: the whole block is written by the direct write before the fdatasync, which
@@ -337,15 +337,14 @@ pub const CORPUS: &[Workload] = &[
                 EXT4_4K,
                 "per-row commits whose log block is written by O_DIRECT before the \
                  fdatasync: the sync writes nothing itself, so sync_storm does not judge it, \
-                 and its flushes cost nothing on this loop device; and 128 zeroing writes \
-                 predicted, 510 counted",
+                 and its flushes cost nothing on this loop device",
             ),
             (
                 XFS_1K,
-                "sub_block_tail_write right, its zeroing over-counted (2,568 writes and \
-                 1.3 MiB against 491 and 246 KiB predicted): InnoDB rewrites the same log \
-                 block in growing pieces, and a later piece of the size the zeroing would \
-                 have is counted as zeroing",
+                "sub_block_tail_write named, its zeroing counted ~4.6x what strace and \
+                 filefrag predict (2,281 writes, 1.1 MiB, against 494 and 247 KiB): most are \
+                 requests of a 1 KiB piece plus 512 B past it, which look like zeroing; not \
+                 settled whether the tool or the prediction is wrong",
             ),
         ],
         ..W
