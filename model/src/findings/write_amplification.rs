@@ -226,12 +226,8 @@ fn fix(s: &SyncFigures) -> String {
                 "O_DSYNC"
             }
         )
-    } else if ![
-        crate::SyncKind::Fdatasync.name(),
-        crate::SyncKind::UringFdatasync.name(),
-    ]
-    .iter()
-    .any(|k| *k == kind)
+    } else if crate::SyncKind::Fdatasync.name() != kind
+        && crate::SyncKind::UringFdatasync.name() != kind
     {
         "batch records and sync less often (group commit), write whole blocks, or \
          preallocate the file and use fdatasync"
