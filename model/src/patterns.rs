@@ -166,19 +166,18 @@ impl DioGeometry {
                 out.pad = e.pads.contains(&u64::from(io.bytes));
             }
             // Not around a call whose thread began another before this request was made.
+            // Every write request comes here: the shape is matched first, the thread's later
+            // calls looked up only for a shape that fits.
             let superseded = |c: &Inside| {
                 io.tid == c.tid
                     && e.began
                         .iter()
                         .any(|&(tid, at)| tid == c.tid && at > c.at_ns && at <= io.created_ns)
             };
-            if let Some(zeroed) = e
-                .inside
-                .iter()
-                .rev()
-                .filter(|c| !superseded(c))
-                .find_map(|c| c.zeroed_in(u64::from(io.bytes), starts_aligned, ends_aligned))
-            {
+            if let Some(zeroed) = e.inside.iter().rev().find_map(|c| {
+                c.zeroed_in(u64::from(io.bytes), starts_aligned, ends_aligned)
+                    .filter(|_| !superseded(c))
+            }) {
                 out.inside_zeroed = zeroed;
             }
             if out.finishing || out.inside_zeroed > 0 {
