@@ -161,19 +161,6 @@ impl Stream {
         self.logical.push((tgid, bytes));
     }
 
-    /// The findings listed when an interval ends at `now_ns` (its calls settled or not).
-    fn interval(&mut self, now_ns: u64) -> Vec<Finding> {
-        let snap = self.model.tick(&KernelSample {
-            kind: SampleKind::Interval,
-            now_ns,
-            logical_writes: std::mem::take(&mut self.logical),
-            names: vec![(DISK, "loop0".into())],
-            page_size: 4096,
-            ..KernelSample::default()
-        });
-        snap.findings
-    }
-
     /// The findings of the second that ends with a final sample (everything settled).
     fn findings(mut self) -> Vec<Finding> {
         let snap = self.model.tick(&KernelSample {

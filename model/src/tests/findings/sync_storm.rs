@@ -316,7 +316,7 @@ fn a_thin_storm_is_named_once_it_keeps_coming() {
     let mut listed = Vec::new();
     for second in 0..4 {
         files_synced_once(&mut s, second * 1_000 * MS + 200 * MS, 21, 4 * MS);
-        let found = s.interval((second + 1) * 1_000 * MS);
+        let found = s.tick((second + 1) * 1_000 * MS).findings;
         listed.push(of_kind(&found, FindingKind::SyncStorm).len());
     }
     assert_eq!(listed, [0, 0, 1, 1]);

@@ -335,20 +335,7 @@ fn batched_io_uring_fsyncs_are_no_storm() {
 fn log_synced_by(kind: SyncKind, journal: u32) -> Finding {
     let mut s = Stream::new();
     for i in 0..300u64 {
-        let t = i * MS;
-        s.write_request(42, "etcd", t + 100 * US, 4096, true, false);
-        if journal > 0 {
-            s.write_request(300, "jbd2/loop0-8", t + 200 * US, journal, false, true);
-        }
-        s.sync_file(
-            42,
-            kind,
-            t + 50 * US,
-            t + 600 * US,
-            112,
-            1,
-            "/var/lib/etcd/0.wal",
-        );
+        s.synced_record(42, kind, i * MS, 112, journal);
     }
     let found = s.findings();
     let wa = of_kind(&found, FindingKind::WriteAmplification);
