@@ -420,7 +420,11 @@ Files: *\n\
 Copyright: the iotop-bpf developers\n\
 License: MIT or Apache-2.0\n \
 On Debian systems, the full text of the Apache License 2.0 is in\n \
-/usr/share/common-licenses/Apache-2.0.\n";
+/usr/share/common-licenses/Apache-2.0.\n\n\
+Comment: The kernel programs embedded in the binary (the ebpf/ sources)\n \
+are licensed under MIT or GPL-2.0, as the kernel requires of programs that\n \
+use its GPL-only helpers. On Debian systems, the full text of the GNU General\n \
+Public License version 2 is in /usr/share/common-licenses/GPL-2.\n";
 
 /// Installs `deb`, checks it as a user would, then removes and purges it.
 pub fn check_deb(deb: &Path) -> Result<()> {
