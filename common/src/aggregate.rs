@@ -6,7 +6,9 @@
 
 use crate::{
     COMM_LEN,
-    block::{FLAG_FUA, FLAG_IN_SYNC, FLAG_PARTIAL, FLAG_PREFLUSH, OP_READ, OP_WRITE},
+    block::{
+        FLAG_FUA, FLAG_IN_SYNC, FLAG_PARTIAL, FLAG_PREFLUSH, FLAG_READAHEAD, OP_READ, OP_WRITE,
+    },
     hist::{SLOTS, bit_length},
 };
 
@@ -45,7 +47,9 @@ pub const SIZE_SLOTS_MASKED: usize = 32;
 /// detector needs to see on its own. Streamed always: a sync call's own writes and any write
 /// while one is in progress (the journal charged to it), cache flushes, FUA and preflush
 /// writes, partial completions, errors, write-back blamed on the process that dirtied it,
-/// discards and the rest, and small or unaligned requests (the zeroing of a tail write).
+/// discards and the rest, small or unaligned requests (the zeroing of a tail write), and
+/// readahead reads, which carry their file for the read-amplification figures and are few
+/// per byte (a readahead window is 128 KiB by default).
 #[inline(always)]
 #[must_use]
 pub const fn aggregable(
@@ -58,7 +62,8 @@ pub const fn aggregable(
     align: u64,
 ) -> bool {
     let plain = op == OP_READ || (op == OP_WRITE && !syncs_active);
-    let special = flags & (FLAG_PARTIAL | FLAG_IN_SYNC | FLAG_FUA | FLAG_PREFLUSH) != 0;
+    let special =
+        flags & (FLAG_PARTIAL | FLAG_IN_SYNC | FLAG_FUA | FLAG_PREFLUSH | FLAG_READAHEAD) != 0;
     plain
         && !special
         && error == 0
@@ -169,6 +174,10 @@ mod tests {
         for flags in [FLAG_IN_SYNC, FLAG_FUA, FLAG_PREFLUSH, FLAG_PARTIAL] {
             assert!(!plain(OP_WRITE, flags, 4096), "flags {flags:#x}");
         }
+        assert!(
+            !plain(OP_READ, FLAG_READAHEAD, 128 << 10),
+            "readahead names its file"
+        );
         for op in [OP_FLUSH, OP_DISCARD] {
             assert!(!plain(op, 0, 4096));
         }

@@ -14,6 +14,9 @@ pub struct BlameOffsets {
     pub cgroup: u32,
     /// 1 when the page chain below is known.
     pub writeback: u32,
+    /// 1 when the page chain and the file chain (`mapping` to its inode's number and
+    /// filesystem) are known: readahead reads name their file.
+    pub readahead: u32,
     /// `request.bio`.
     pub rq_bio: u32,
     /// `bio.bi_blkg`, `blkcg_gq.blkcg`, `blkcg.css` + `cgroup_subsys_state.cgroup`,
@@ -29,12 +32,18 @@ pub struct BlameOffsets {
     pub bvec_page: u32,
     pub page_compound_head: u32,
     pub page_mapping: u32,
+    /// `address_space.host`, `inode.i_ino`, `inode.i_sb`, `super_block.s_dev`.
+    pub mapping_host: u32,
+    pub inode_ino: u32,
+    pub inode_sb: u32,
+    pub sb_dev: u32,
 }
 
 impl BlameOffsets {
     pub const OFF: Self = Self {
         cgroup: 0,
         writeback: 0,
+        readahead: 0,
         rq_bio: 0,
         bio_blkg: 0,
         blkg_blkcg: 0,
@@ -45,6 +54,10 @@ impl BlameOffsets {
         bvec_page: 0,
         page_compound_head: 0,
         page_mapping: 0,
+        mapping_host: 0,
+        inode_ino: 0,
+        inode_sb: 0,
+        sb_dev: 0,
     };
 }
 

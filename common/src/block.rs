@@ -73,11 +73,15 @@ pub struct BlockIoRecord {
     /// Write-back: the process that dirtied the pages a flusher wrote (0: none, or not
     /// write-back), and its command.
     pub dirtier_tgid: u32,
-    pub _pad2: u32,
+    /// A readahead read of a file's pages (`REQ_RAHEAD`): the file's filesystem device
+    /// (kernel `dev_t`) and inode number, from the first page's mapping; 0 for every other
+    /// request (direct I/O reads anonymous or user pages and never reads ahead).
+    pub file_dev: u32,
     pub dirtier_comm: [u8; COMM_LEN],
+    pub file_ino: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<BlockIoRecord>() == 120);
+const _: () = assert!(core::mem::size_of::<BlockIoRecord>() == 128);
 
 /// Key of the in-flight request table: requests are identified by device and start sector,
 /// which is what every block tracepoint reports (the `struct request *` is not exposed).

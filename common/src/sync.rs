@@ -86,6 +86,9 @@ pub struct SyncCallRecord {
     /// Write calls in the window.
     pub window_writes: u64,
     pub ino: u64,
+    /// `msync`: the start of the range (its first argument), whose mapping user space looks
+    /// up in /proc/PID/maps to name the file; 0 for every other kind.
+    pub addr: u64,
     pub tgid: u32,
     pub pid: u32,
     /// -1 for calls without a file (`sync`, `msync`).
@@ -111,7 +114,7 @@ pub struct SyncCallRecord {
 /// Bytes of a synced file's name kept in a record.
 pub const FILE_NAME_LEN: usize = 32;
 
-const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 160);
+const _: () = assert!(core::mem::size_of::<SyncCallRecord>() == 168);
 
 /// Offsets, from BTF, of the kernel objects between a task and its file's superblock:
 /// `task->files->fdt->fd[n]->f_inode->{i_ino, i_sb->{s_dev, s_blocksize_bits}}`. All zero:
@@ -173,7 +176,8 @@ pub const GLOBAL_FILE_OFFSETS: &str = "FILE_OFFSETS";
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct SyncInFlight {
     pub start_ns: u64,
-    /// For [`SYNC_IN_WORKER`]: the io_uring request (`struct io_kiocb *`) the worker runs.
+    /// For [`SYNC_IN_WORKER`]: the io_uring request (`struct io_kiocb *`) the worker runs;
+    /// for [`SYNC_MSYNC`]: the start of the range.
     pub token: u64,
     /// The file as a filesystem tracepoint named it (inode, the kernel `dev_t` of its
     /// filesystem; 0 when unknown): a synced write whose fd is unknown.
@@ -378,7 +382,8 @@ pub struct SyscallOffsets {
     pub range_flags: u32,
     /// `ret` of every sys_exit tracepoint.
     pub ret: u32,
-    pub _pad: u32,
+    /// `start` of msync.
+    pub start: u32,
 }
 
 impl SyscallOffsets {
@@ -390,7 +395,7 @@ impl SyscallOffsets {
         flags: crate::tracepoint::ABSENT,
         range_flags: crate::tracepoint::ABSENT,
         ret: crate::tracepoint::ABSENT,
-        _pad: 0,
+        start: crate::tracepoint::ABSENT,
     };
 }
 

@@ -236,12 +236,16 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
             0
         }
     };
-    // Write-back is written by flushers, kworkers: look up whose pages those are.
+    // Write-back is written by flushers, kworkers: look up whose pages those are. A
+    // readahead read: look up whose file it reads.
     let by_flusher = op == OP_WRITE && {
         // SAFETY: the slot is this request's (see `inflight`); a copy of 8 bytes.
         let comm = unsafe { (*slot.value).comm };
         comm[..8] == *b"kworker/"
     };
+    if op == OP_READ && bit(o.bit_rahead, FLAG_READAHEAD) != 0 {
+        blame::note_readahead(rq, &head);
+    }
     let completion = Completion {
         dev,
         sector,

@@ -94,16 +94,17 @@ fn enter(ctx: &TracePointContext, kind: u8, with_fd: bool) -> u32 {
     } else {
         -1
     };
-    begin_call(kind, fd);
+    begin_call(kind, fd, 0);
     0
 }
 
-/// The current thread enters a sync system call of `kind` on `fd` (-1: none).
+/// The current thread enters a sync system call of `kind` on `fd` (-1: none); `token` is
+/// msync's start address (0 for the others).
 #[inline(always)]
-pub fn begin_call(kind: u8, fd: i32) {
+pub fn begin_call(kind: u8, fd: i32, token: u64) {
     let call = SyncInFlight {
         start_ns: unsafe { bpf_ktime_get_ns() },
-        token: 0,
+        token,
         ino: 0,
         fs_dev: 0,
         fd,
@@ -164,14 +165,18 @@ pub fn sync_enter_sync(ctx: TracePointContext) -> u32 {
     enter(&ctx, SYNC_SYNC, false)
 }
 
-/// Only `MS_SYNC` waits for the write-back; `MS_ASYNC` just schedules it.
+/// Only `MS_SYNC` waits for the write-back; `MS_ASYNC` just schedules it. The range's start
+/// names the mapping's file (user space looks it up).
 #[tracepoint]
 pub fn sync_enter_msync(ctx: TracePointContext) -> u32 {
     let offsets = SYSCALL_OFFSETS.load();
-    match Window::read(&ctx).and_then(|w| w.u64(offsets.flags)) {
-        Ok(flags) if flags & MS_SYNC != 0 => enter(&ctx, SYNC_MSYNC, false),
-        _ => 0,
+    let Ok(w) = Window::read(&ctx) else { return 0 };
+    if let Ok(flags) = w.u64(offsets.flags)
+        && flags & MS_SYNC != 0
+    {
+        begin_call(SYNC_MSYNC, -1, w.u64(offsets.start).unwrap_or(0));
     }
+    0
 }
 
 /// Any of the sync calls returned.
@@ -232,14 +237,31 @@ pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
     );
     emit(
         pid_tgid,
-        call.start_ns,
-        ret,
-        call.kind,
-        call.fd,
+        &Call {
+            start_ns: call.start_ns,
+            ret,
+            kind: call.kind,
+            fd: call.fd,
+            addr: if call.kind == SYNC_MSYNC {
+                call.token
+            } else {
+                0
+            },
+        },
         window,
         &file,
         bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
     );
+}
+
+/// What a sync record says of the call itself.
+pub struct Call {
+    pub start_ns: u64,
+    pub ret: i64,
+    pub kind: u8,
+    pub fd: i32,
+    /// msync's start address (0 for the others).
+    pub addr: u64,
 }
 
 /// The window of the synced `file` (`fd` of `tgid`), as `account` keyed its writes.
@@ -279,16 +301,9 @@ fn take_window(key: Option<WindowKey>, reset: bool) -> FileWindow {
 
 /// One [`SyncCallRecord`] for a finished sync of thread `pid_tgid`.
 #[inline(always)]
-#[expect(
-    clippy::too_many_arguments,
-    reason = "inlined: the fields of one record"
-)]
 pub fn emit(
     pid_tgid: u64,
-    start_ns: u64,
-    ret: i64,
-    kind: u8,
-    fd: i32,
+    call: &Call,
     window: FileWindow,
     file: &FileIdentity,
     comm: [u8; COMM_LEN],
@@ -304,17 +319,18 @@ pub fn emit(
             size: core::mem::size_of::<SyncCallRecord>() as u16,
             _reserved: 0,
         },
-        start_ns,
+        start_ns: call.start_ns,
         end_ns: now,
-        ret,
+        ret: call.ret,
         window_bytes: window.bytes,
         window_writes: window.writes,
         ino: file.ino,
+        addr: call.addr,
         tgid: (pid_tgid >> 32) as u32,
         pid: pid_tgid as u32,
-        fd,
+        fd: call.fd,
         fs_dev: file.fs_dev,
-        kind,
+        kind: call.kind,
         blkbits: file.blkbits,
         file_type: file.file_type,
         _pad: [0; 5],

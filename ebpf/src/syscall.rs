@@ -61,12 +61,13 @@ pub fn raw_sys_enter(ctx: RawTracePointContext) -> i32 {
         SYSCALL_WRITE => account(a0, a2),
         SYSCALL_WRITEV => account(a0, writev_bytes(a1, a2)),
         // Only MS_SYNC waits for the write-back; MS_ASYNC just schedules it.
-        SYNC_MSYNC if a2 & MS_SYNC != 0 => begin_call(SYNC_MSYNC, -1),
+        // The range's start names the mapping's file (user space looks it up).
+        SYNC_MSYNC if a2 & MS_SYNC != 0 => begin_call(SYNC_MSYNC, -1, a0),
         SYNC_MSYNC => {}
-        SYNC_SYNC => begin_call(SYNC_SYNC, -1),
+        SYNC_SYNC => begin_call(SYNC_SYNC, -1, 0),
         // Without a wait flag it only starts write-back (a kind of its own).
-        SYNC_FILE_RANGE => begin_call(sync_file_range_kind(a3), a0 as i32),
-        kind => begin_call(kind, a0 as i32),
+        SYNC_FILE_RANGE => begin_call(sync_file_range_kind(a3), a0 as i32, 0),
+        kind => begin_call(kind, a0 as i32, 0),
     }
     0
 }

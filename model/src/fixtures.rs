@@ -199,6 +199,7 @@ fn lab001(loop0: Dev, events: &mut Vec<BlockIo>) -> Vec<SyncCall> {
             ret: 0,
             window_bytes: 128,
             window_writes: 1,
+            addr: 0,
             file: FileRef::Path("/data/lab001.log".into()),
             dev: Some(loop0),
             fs_block_size: 4096,
@@ -319,6 +320,7 @@ fn request(
         // The database runs in a systemd unit; the rest in the root cgroup.
         cgroup: if comm == "postgres" { 9001 } else { 0 },
         dirtier: None,
+        file: None,
     }
 }
 
@@ -435,6 +437,7 @@ pub fn sync_kinds_snapshot() -> Snapshot {
         ret: if kind == SyncKind::DsyncWrite { 128 } else { 0 },
         window_bytes,
         window_writes: u64::from(window_bytes > 0),
+        addr: 0,
         file: FileRef::Path(file.into()),
         dev: Some(loop0),
         fs_block_size: 4096,

@@ -173,6 +173,16 @@ pub struct BlockIo {
     /// Write-back: the process whose dirty pages a flusher wrote.
     #[serde(default)]
     pub dirtier: Option<Dirtier>,
+    /// A readahead read: the file whose pages it read (the kernel's, from the first page).
+    #[serde(default)]
+    pub file: Option<FileKey>,
+}
+
+/// A file by its filesystem's device and inode number, as the kernel names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FileKey {
+    pub fs_dev: Dev,
+    pub ino: u64,
 }
 
 /// A cgroup the probes saw on requests (`BlockIo::cgroup`).
@@ -373,6 +383,9 @@ pub struct SyncCall {
     /// write calls.
     pub window_bytes: u64,
     pub window_writes: u64,
+    /// `msync`: the start of the synced range (the feed names the mapping's file from it).
+    #[serde(default)]
+    pub addr: u64,
     /// The file behind the fd (resolved by the feed from /proc), or why it is unknown.
     pub file: FileRef,
     /// The whole disk the file lives on, when known.

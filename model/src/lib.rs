@@ -28,7 +28,7 @@ pub use aggregator::Aggregator;
 pub use hist::{Histogram, Latency, Log2Hist, SizeHist};
 pub use input::{
     BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, DioCallTotals,
-    Dirtier, DirtyPauseTotals, DirtySettings, DiskGeometry, DiskStat, DiskTotals, FileRef,
+    Dirtier, DirtyPauseTotals, DirtySettings, DiskGeometry, DiskStat, DiskTotals, FileKey, FileRef,
     HostSample, Input, IoLimit, IoLimits, KernelCounters, KernelSample, LimitKind, LoadAvg,
     NoStack, Op, ProcDiskTotals, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
     WakeupStack,

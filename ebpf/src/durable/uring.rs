@@ -20,7 +20,7 @@ use crate::{
     fields::Window,
     file::{self, FileIdentity},
     raw::{arg, layout},
-    sync::{SYNCS_IN_FLIGHT, emit, forget},
+    sync::{Call, SYNCS_IN_FLIGHT, emit, forget},
 };
 
 /// `io_uring:io_uring_queue_async_work`: a request goes to io-wq. Only the syncs are noted.
@@ -148,10 +148,13 @@ fn completed(req: u64, res: impl FnOnce() -> i64) {
     };
     emit(
         pid_tgid,
-        sync.start_ns,
-        res,
-        sync.kind,
-        -1,
+        &Call {
+            start_ns: sync.start_ns,
+            ret: res,
+            kind: sync.kind,
+            fd: -1,
+            addr: 0,
+        },
         FileWindow::default(),
         &file,
         sync.comm,

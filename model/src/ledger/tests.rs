@@ -27,6 +27,7 @@ fn write(tgid: u32, comm: &str, at_ms: u64, bytes: u32, kthread: bool, in_sync: 
         kernel_thread: kthread,
         cgroup: 0,
         dirtier: None,
+        file: None,
     }
 }
 
@@ -46,6 +47,7 @@ fn fsync(tgid: u32, from_ms: u64, to_ms: u64, dev: Option<Dev>) -> SyncCall {
         ret: 0,
         window_bytes: 128,
         window_writes: 1,
+        addr: 0,
         file: FileRef::Path("/data/log".into()),
         dev,
         fs_block_size: 4096,

@@ -43,6 +43,7 @@ fn write_at(byte: u64, bytes: u32) -> BlockIo {
         kernel_thread: false,
         cgroup: 0,
         dirtier: None,
+        file: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn write_back_is_charged_to_the_process_that_dirtied_the_pages() {
         ret: 0,
         window_bytes: 0,
         window_writes: 0,
+        addr: 0,
         fs_block_size: 0,
         dev: None,
         fs_dev: None,

@@ -41,6 +41,7 @@ fn io(
         kernel_thread: false,
         cgroup: 0,
         dirtier: None,
+        file: None,
     }
 }
 

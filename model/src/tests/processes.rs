@@ -82,6 +82,7 @@ fn fsync_call(
         ret: 0,
         window_bytes: window,
         window_writes: 1,
+        addr: 0,
         file: FileRef::Path(file.into()),
         dev: Some(LOOP0),
         fs_block_size: 4096,

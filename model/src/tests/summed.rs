@@ -42,6 +42,7 @@ fn fio_requests() -> Vec<BlockIo> {
                 kernel_thread: false,
                 cgroup: 0,
                 dirtier: None,
+                file: None,
             }
         })
         .collect()

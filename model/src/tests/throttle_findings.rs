@@ -56,6 +56,7 @@ impl Second {
             kernel_thread: comm.starts_with("kworker"),
             cgroup: 0,
             dirtier: None,
+            file: None,
         });
     }
 

@@ -12,8 +12,8 @@ use iotop_bpf_common::{
 use thiserror::Error;
 
 use crate::model::{
-    BlockIo, Comm, DStateEpisode, Dev, DioCall, Dirtier, FileRef, Input, Op, ProcessExit, SyncCall,
-    SyncKind, WakeupStack,
+    BlockIo, Comm, DStateEpisode, Dev, DioCall, Dirtier, FileKey, FileRef, Input, Op, ProcessExit,
+    SyncCall, SyncKind, WakeupStack,
 };
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -147,6 +147,10 @@ fn block_io(raw: &BlockIoRecord) -> BlockIo {
             tgid: raw.dirtier_tgid,
             comm: Comm::from_bytes(raw.dirtier_comm),
         }),
+        file: (raw.file_ino != 0 && raw.file_dev != 0).then(|| FileKey {
+            fs_dev: Dev::from_kernel(raw.file_dev),
+            ino: raw.file_ino,
+        }),
     }
 }
 
@@ -164,6 +168,7 @@ fn sync_call(raw: &SyncCallRecord) -> Result<SyncCall, DecodeError> {
         ret: raw.ret,
         window_bytes: raw.window_bytes,
         window_writes: raw.window_writes,
+        addr: if kind == SyncKind::Msync { raw.addr } else { 0 },
         // An io_uring sync, or a synced write whose fd is unknown, still names its file.
         file: if fd.is_some() || (raw.ino != 0 && raw.fs_dev != 0) {
             FileRef::Unresolved("not looked up".to_string())
@@ -227,8 +232,9 @@ mod tests {
             comm,
             cgroup_id: 0,
             dirtier_tgid: 0,
-            _pad2: 0,
+            file_dev: 0,
             dirtier_comm: [0; 16],
+            file_ino: 0,
         }
     }
 
@@ -263,6 +269,21 @@ mod tests {
                 comm: Comm::new("dd")
             })
         );
+        assert_eq!(io.file, None);
+        let mut read_ahead = raw;
+        read_ahead.op = iotop_bpf_common::block::OP_READ;
+        read_ahead.file_dev = (7 << 20) | 1;
+        read_ahead.file_ino = 4242;
+        let Ok(Input::Block(io)) = decode(bytemuck::bytes_of(&read_ahead)) else {
+            panic!("not a block record")
+        };
+        assert_eq!(
+            io.file,
+            Some(FileKey {
+                fs_dev: Dev::new(7, 1),
+                ino: 4242
+            })
+        );
     }
 
     #[test]
@@ -280,6 +301,7 @@ mod tests {
             ret: 0,
             window_bytes: 128,
             window_writes: 1,
+            addr: 0,
             ino: 12,
             tgid: 7,
             pid: 8,

@@ -108,6 +108,7 @@ mod tests {
             ret: 128,
             window_bytes: 128,
             window_writes: 1,
+            addr: 0,
             file: FileRef::Path("/x".into()),
             dev: None,
             fs_block_size: 4096,

@@ -74,6 +74,7 @@ impl Stream {
             kernel_thread: kthread,
             cgroup: 0,
             dirtier: None,
+            file: None,
         });
     }
 
@@ -112,6 +113,7 @@ impl Stream {
         self.model.ingest_sync(&SyncCall {
             window_bytes,
             window_writes: writes,
+            addr: 0,
             ..call
         });
     }
@@ -146,6 +148,7 @@ impl Stream {
             ret: 0,
             window_bytes: 0,
             window_writes: 0,
+            addr: 0,
             file: FileRef::Path(file.into()),
             dev: Some(DISK),
             fs_block_size: self.block,

@@ -46,6 +46,7 @@ impl Requests {
             kernel_thread: comm.starts_with("kworker") || comm.starts_with("jbd2"),
             cgroup: 0,
             dirtier: None,
+            file: None,
         };
         self.inputs.push(Input::Block(io));
         self.requests.push(io);
@@ -96,6 +97,7 @@ impl Requests {
             ret: 0,
             window_bytes: 8192 * 64,
             window_writes: 64,
+            addr: 0,
             file: FileRef::Path("/db/wal".into()),
             dev: Some(DISK),
             fs_block_size: 4096,

@@ -11,7 +11,7 @@
 //! start; a table that grows past [`MAX_INTERNED`] is reset by a record of its own.
 
 use crate::model::FastMap;
-use crate::model::{BlockIo, Comm, Dev, Dirtier, Input, Op};
+use crate::model::{BlockIo, Comm, Dev, Dirtier, FileKey, Input, Op};
 use crate::varint::{self, put as put_varint};
 
 /// Interned tasks or devices at most; then both tables start over.
@@ -22,7 +22,8 @@ const KIND_TASK: u8 = 2;
 const KIND_DEV: u8 = 3;
 const KIND_RESET: u8 = 4;
 const KIND_JSON: u8 = 5;
-/// Format 4: a task with its cgroup, and a request with its dirtier.
+/// Format 4: a task with its cgroup, and a request with its dirtier (then, where it has one,
+/// the file a readahead read read: optional trailing fields).
 const KIND_TASK_IN_CGROUP: u8 = 6;
 const KIND_BLOCK_BLAMED: u8 = 7;
 
@@ -151,6 +152,13 @@ impl Encoder {
         put_varint(&mut payload, io.completed_ns.wrapping_sub(io.issued_ns));
         put_varint(&mut payload, io.issued_ns.wrapping_sub(io.created_ns));
         put_varint(&mut payload, dirtier_ref);
+        // A readahead read's file, after the fields of format 4: a reader that does not
+        // know it stops before it (the fields are read in order, and nothing checks that
+        // the payload ends there).
+        if let Some(file) = io.file {
+            put_varint(&mut payload, u64::from(file.fs_dev.to_kernel()));
+            put_varint(&mut payload, file.ino);
+        }
         t.sector = io.sector.wrapping_add(u64::from(io.bytes / 512));
         t.time = io.completed_ns;
         record(out, KIND_BLOCK_BLAMED, &payload);
@@ -298,6 +306,14 @@ impl Decoder {
                 })
             }
         };
+        let file = if blamed && f.at < f.bytes.len() {
+            Some(FileKey {
+                fs_dev: Dev::from_kernel(f.u32()?),
+                ino: f.varint()?,
+            })
+        } else {
+            None
+        };
         let t = &mut self.tables;
         t.sector = sector.wrapping_add(u64::from(bytes / 512));
         t.time = completed_ns;
@@ -317,6 +333,7 @@ impl Decoder {
             kernel_thread: task.kernel_thread,
             cgroup: task.cgroup,
             dirtier,
+            file,
         })
     }
 }
@@ -362,6 +379,7 @@ mod tests {
             kernel_thread: false,
             cgroup: 0,
             dirtier: None,
+            file: None,
         }
     }
 
@@ -401,8 +419,15 @@ mod tests {
             tgid: 77,
             comm: Comm::new("dd"),
         });
+        let mut read_ahead = block(13, 8192, 2_100_000);
+        read_ahead.op = Op::Read;
+        read_ahead.file = Some(FileKey {
+            fs_dev: Dev::new(4095, (1 << 20) - 1),
+            ino: u64::MAX,
+        });
         let inputs = vec![
             Input::Block(written_back),
+            Input::Block(read_ahead),
             Input::Block(block(10, 2048, 1_000_000)),
             Input::Block(block(10, 2056, 1_100_000)),
             Input::Block(absurd),

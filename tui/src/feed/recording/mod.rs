@@ -405,6 +405,7 @@ mod tests {
             kernel_thread: false,
             cgroup: 0,
             dirtier: None,
+            file: None,
         })
     }
 

@@ -122,9 +122,30 @@ pub fn blame(k: &KernelFacts) -> (BlameOffsets, Vec<String>) {
             offsets.page_compound_head = page_compound_head;
             offsets.page_mapping = page_mapping;
         }
-        Err(e) => missing.push(format!(
-            "{e}: write-back is charged to the flusher, not to the process that dirtied the pages"
-        )),
+        Err(e) => {
+            missing.push(format!(
+                "{e}: write-back is charged to the flusher, not to the process that dirtied the pages"
+            ));
+            return (offsets, missing);
+        }
+    }
+    let host = (|| {
+        Ok::<_, String>((
+            off(k, "address_space", "host")?,
+            off(k, "inode", "i_ino")?,
+            off(k, "inode", "i_sb")?,
+            off(k, "super_block", "s_dev")?,
+        ))
+    })();
+    match host {
+        Ok((mapping_host, inode_ino, inode_sb, sb_dev)) => {
+            offsets.readahead = 1;
+            offsets.mapping_host = mapping_host;
+            offsets.inode_ino = inode_ino;
+            offsets.inode_sb = inode_sb;
+            offsets.sb_dev = sb_dev;
+        }
+        Err(e) => missing.push(format!("{e}: readahead reads do not name their file")),
     }
     (offsets, missing)
 }

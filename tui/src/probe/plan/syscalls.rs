@@ -136,7 +136,7 @@ const CLASSIC: &[(&str, &str, &[&str])] = &[
     ),
     ("sync_enter_syncfs", "sys_enter_syncfs", &["fd"]),
     ("sync_enter_sync", "sys_enter_sync", &[]),
-    ("sync_enter_msync", "sys_enter_msync", &["flags"]),
+    ("sync_enter_msync", "sys_enter_msync", &["start", "flags"]),
     ("write_enter", "sys_enter_write", &["fd", "count"]),
     ("write_enter", "sys_enter_pwrite64", &["fd", "count"]),
     ("writev_enter", "sys_enter_writev", &["fd", "vec", "vlen"]),
@@ -153,6 +153,7 @@ fn slot<'a>(offsets: &'a mut SyscallOffsets, name: &str) -> Option<&'a mut u32> 
         "flags" => &mut offsets.flags,
         "flags@range" => &mut offsets.range_flags,
         "ret" => &mut offsets.ret,
+        "start" => &mut offsets.start,
         _ => return None,
     })
 }
