@@ -96,7 +96,7 @@ pub const GLOBAL_RAW_LAYOUT: &str = "RAW_LAYOUT";
 /// Bytes of `struct pt_regs` the system-call probes copy at once.
 pub const REGS_WINDOW_LEN: usize = 64;
 
-/// Entries of the system-call table (x86-64 numbers stay below it).
+/// Entries of the system-call table (x86-64's and arm64's numbers stay below it).
 pub const SYSCALL_TABLE_LEN: usize = 512;
 
 /// What the raw `sys_enter` probe does for a system call (the table, indexed by system-call

@@ -274,7 +274,7 @@ pub struct DurableBtf {
     /// 1 when the thread's user registers are read (`bpf_task_pt_regs`, 5.15+).
     pub use_regs: u32,
     /// `pt_regs`: the first system call argument and the system call number (x86-64 `di`
-    /// and `orig_ax`).
+    /// and `orig_ax`, arm64 `orig_x0` and `syscallno`; the number is read as 4 bytes).
     pub regs_arg0: u32,
     pub regs_nr: u32,
     /// 1 when io-wq workers are recognised: `task_struct.worker_private`, `io_worker.task`,

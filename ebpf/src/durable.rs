@@ -341,16 +341,18 @@ fn writer(btf: &DurableBtf) -> Writer {
     // SAFETY: helpers without preconditions; the registers are read through
     // bpf_probe_read_kernel only.
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as u64;
-    let Ok(nr) = file::read::<u64>(regs, btf.regs_nr) else {
+    // Four bytes: arm64's syscallno is an s32 (followed by padding); x86-64's orig_ax is a
+    // long whose low half, first on a little-endian machine, is the number.
+    let Ok(nr) = file::read::<u32>(regs, btf.regs_nr) else {
         return Writer::Other;
     };
-    if btf.uring_enter_nr != u32::MAX && nr == u64::from(btf.uring_enter_nr) {
+    if btf.uring_enter_nr != u32::MAX && nr == btf.uring_enter_nr {
         return Writer::UringEnter;
     }
     let mut i = 0;
     let mut found = false;
     while i < btf.write_nrs.len() {
-        if u64::from(btf.write_nrs[i]) == nr {
+        if btf.write_nrs[i] == nr {
             found = true;
         }
         i += 1;

@@ -12,7 +12,7 @@ use iotop_bpf_common::{
 use super::{
     super::tracefs::EventFormat,
     KernelFacts, Part, Plan, Step, arg_is, arg_of,
-    syscalls::{self, CALLS},
+    syscalls::{self, Abi},
 };
 
 mod synced_writes;
@@ -72,8 +72,10 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
         Ok(())
     } else if let Some(e) = &k.btf_error {
         Err(format!("{e}: the write that synced cannot be recognised"))
-    } else {
+    } else if !task_pt_regs(k) {
         Err("the kernel has no bpf_task_pt_regs (5.15+): the write that synced cannot be recognised".to_string())
+    } else {
+        Err("the kernel's struct pt_regs does not say where a call's fd and number are: the write that synced cannot be recognised".to_string())
     };
 
     // What ends a synced write where the filesystem has no exit tracepoint.
@@ -87,12 +89,12 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
     } else {
         None
     };
-    if raw_syscalls && b.reads_registers() {
+    if raw_syscalls
+        && b.reads_registers()
+        && let Ok(abi) = Abi::of(k)
+    {
         // Synced writes io_uring runs inline end at io_uring_enter's exit.
-        #[cfg(target_arch = "x86_64")]
-        {
-            b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
-        }
+        b.uring_enter_nr = abi.io_uring_enter();
     }
 
     synced_writes::plan(k, raw, classic, &registers, write_end.as_ref(), plan);
@@ -296,6 +298,13 @@ fn workers(b: &DurableBtf, how: &str) -> String {
     }
 }
 
+/// bpf_task_pt_regs and bpf_get_current_task_btf (5.15+), told by the helpers the kernel's
+/// BTF lists.
+fn task_pt_regs(k: &KernelFacts) -> bool {
+    k.enum_value("BPF_FUNC_task_pt_regs").is_some()
+        && k.enum_value("BPF_FUNC_get_current_task_btf").is_some()
+}
+
 /// The kernel-object offsets the probes read, from BTF; what is missing switches its use off.
 fn durable_btf(k: &KernelFacts) -> DurableBtf {
     let mut b = DurableBtf::ABSENT;
@@ -303,25 +312,22 @@ fn durable_btf(k: &KernelFacts) -> DurableBtf {
         return b;
     }
     let off = |s: &str, m: &str| k.offset(s, m);
-    // The thread's user registers: bpf_task_pt_regs and bpf_get_current_task_btf (5.15+),
-    // told by the helpers the kernel's BTF lists.
-    let helpers = k.enum_value("BPF_FUNC_task_pt_regs").is_some()
-        && k.enum_value("BPF_FUNC_get_current_task_btf").is_some();
-    #[cfg(target_arch = "x86_64")]
-    if helpers && let (Some(arg0), Some(nr)) = (off("pt_regs", "di"), off("pt_regs", "orig_ax")) {
+    // The thread's user registers, where the kernel can hand them to a probe.
+    if task_pt_regs(k)
+        && let Ok(abi) = Abi::of(k)
+        && let Some((arg0, nr)) = abi.current_call(k)
+    {
         b.use_regs = 1;
         b.regs_arg0 = arg0;
         b.regs_nr = nr;
-        let writes = CALLS
-            .iter()
+        let writes = abi
+            .calls()
             .filter(|(name, ..)| name.contains("write"))
-            .map(|&(_, nr, _)| u32::try_from(nr).unwrap_or(u32::MAX));
+            .map(|(_, nr, _)| nr);
         for (slot, nr) in b.write_nrs.iter_mut().zip(writes) {
             *slot = nr;
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = helpers;
     if let (Some(private), Some(task), Some(cur), Some(work)) = (
         off("task_struct", "worker_private"),
         off("io_worker", "task"),

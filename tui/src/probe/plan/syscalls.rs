@@ -13,35 +13,110 @@ use iotop_bpf_common::{
 
 use super::{super::tracefs::EventFormat, KernelFacts, Part, Plan, Step, arg_is};
 
-/// The system calls the probes follow, with their numbers on this architecture (the
-/// kernel's ABI) and what `sys_enter` does for each.
-#[cfg(target_arch = "x86_64")]
-pub const CALLS: [(&str, i64, u8); 11] = [
-    ("fsync", libc::SYS_fsync, SYNC_FSYNC),
-    ("fdatasync", libc::SYS_fdatasync, SYNC_FDATASYNC),
-    (
-        "sync_file_range",
-        libc::SYS_sync_file_range,
-        SYNC_FILE_RANGE,
-    ),
-    ("syncfs", libc::SYS_syncfs, SYNC_SYNCFS),
-    ("sync", libc::SYS_sync, SYNC_SYNC),
-    ("msync", libc::SYS_msync, SYNC_MSYNC),
-    ("write", libc::SYS_write, SYSCALL_WRITE),
-    ("pwrite64", libc::SYS_pwrite64, SYSCALL_WRITE),
-    ("writev", libc::SYS_writev, SYSCALL_WRITEV),
-    ("pwritev", libc::SYS_pwritev, SYSCALL_WRITEV),
-    ("pwritev2", libc::SYS_pwritev2, SYSCALL_WRITEV),
+/// The system calls the probes follow, and what `sys_enter` does for each.
+const FOLLOWED: [(&str, u8); 11] = [
+    ("fsync", SYNC_FSYNC),
+    ("fdatasync", SYNC_FDATASYNC),
+    ("sync_file_range", SYNC_FILE_RANGE),
+    ("syncfs", SYNC_SYNCFS),
+    ("sync", SYNC_SYNC),
+    ("msync", SYNC_MSYNC),
+    ("write", SYSCALL_WRITE),
+    ("pwrite64", SYSCALL_WRITE),
+    ("writev", SYSCALL_WRITEV),
+    ("pwritev", SYSCALL_WRITEV),
+    ("pwritev2", SYSCALL_WRITEV),
 ];
-#[cfg(not(target_arch = "x86_64"))]
-pub const CALLS: [(&str, i64, u8); 0] = [];
+
+/// A kernel's system-call ABI, told by its `struct pt_regs` in BTF (not by the machine the
+/// plan is made on: the plan's tests run every kernel's facts on either architecture).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abi {
+    X86_64,
+    Aarch64,
+}
+
+impl Abi {
+    /// The kernel's ABI: x86-64 saves `di`, arm64 `regs[]`.
+    pub fn of(k: &KernelFacts) -> Result<Self, String> {
+        if k.member("pt_regs", "di").is_some() {
+            Ok(Self::X86_64)
+        } else if k.member("pt_regs", "regs").is_some() {
+            Ok(Self::Aarch64)
+        } else {
+            Err("the kernel's struct pt_regs is neither x86-64's nor arm64's".to_string())
+        }
+    }
+
+    /// The numbers of [`FOLLOWED`], in its order: the kernel's uapi
+    /// (`arch/x86/entry/syscalls/syscall_64.tbl`, `include/uapi/asm-generic/unistd.h`),
+    /// checked against libc's for the architecture the tests run on.
+    const fn numbers(self) -> [u32; 11] {
+        match self {
+            Self::X86_64 => [74, 75, 277, 306, 162, 26, 1, 18, 20, 296, 328],
+            Self::Aarch64 => [82, 83, 84, 267, 81, 227, 64, 68, 66, 70, 287],
+        }
+    }
+
+    /// The followed calls with their numbers and what `sys_enter` does for each.
+    pub fn calls(self) -> impl Iterator<Item = (&'static str, u32, u8)> {
+        FOLLOWED
+            .into_iter()
+            .zip(self.numbers())
+            .map(|((name, action), nr)| (name, nr, action))
+    }
+
+    /// `io_uring_enter`'s number (the same on both, from the table every architecture
+    /// shares since 5.1).
+    pub const fn io_uring_enter(self) -> u32 {
+        426
+    }
+
+    /// Where the first four arguments of a call are in `struct pt_regs` at its entry.
+    fn arguments(self, k: &KernelFacts) -> Result<[u32; 4], String> {
+        match self {
+            Self::X86_64 => {
+                let mut offsets = [0u32; 4];
+                for (slot, r) in offsets.iter_mut().zip(["di", "si", "dx", "r10"]) {
+                    *slot = k
+                        .offset("pt_regs", r)
+                        .ok_or(format!("no pt_regs.{r} in the kernel's BTF"))?;
+                }
+                Ok(offsets)
+            }
+            Self::Aarch64 => {
+                let regs = k
+                    .member("pt_regs", "regs")
+                    .filter(|m| m.size >= 4 * 8)
+                    .ok_or("no pt_regs.regs[] of 4 registers or more in the kernel's BTF")?;
+                Ok([0, 8, 16, 24].map(|r| regs.offset() + r))
+            }
+        }
+    }
+
+    /// Where the thread's current call is in its saved registers, during the call: its
+    /// first argument as it began (arm64 returns in x0, so `orig_x0`), and its number, with
+    /// that number's size (arm64's `syscallno` is an s32, x86-64's `orig_ax` a long; the
+    /// probes read its first four bytes, the number's on a little-endian machine).
+    pub fn current_call(self, k: &KernelFacts) -> Option<(u32, u32)> {
+        let (arg0, nr) = match self {
+            Self::X86_64 => ("di", "orig_ax"),
+            Self::Aarch64 => ("orig_x0", "syscallno"),
+        };
+        let arg0 = k.member("pt_regs", arg0).filter(|m| m.size == 8)?;
+        let nr = k
+            .member("pt_regs", nr)
+            .filter(|m| m.size == 4 || m.size == 8)?;
+        Some((arg0.offset(), nr.offset()))
+    }
+}
 
 /// The names of the sync system calls the probes see, for `check`.
 pub fn sync_calls() -> String {
-    CALLS
+    FOLLOWED
         .iter()
-        .filter(|(_, _, action)| *action < SYSCALL_WRITE)
-        .map(|(name, ..)| *name)
+        .filter(|(_, action)| *action < SYSCALL_WRITE)
+        .map(|(name, _)| *name)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -74,9 +149,6 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
 
 /// The raw probes: arguments read from the saved user registers, at BTF offsets.
 fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
-    if CALLS.is_empty() {
-        return Err("the system-call numbers of this architecture are not known".to_string());
-    }
     for tracepoint in ["sys_enter", "sys_exit"] {
         if !arg_is(k, tracepoint, 0, "pt_regs") {
             return Err(format!(
@@ -84,15 +156,8 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
             ));
         }
     }
-    // x86-64's first four system-call arguments.
-    let registers = ["di", "si", "dx", "r10"].map(|r| {
-        k.offset("pt_regs", r)
-            .ok_or(format!("no pt_regs.{r} in the kernel's BTF"))
-    });
-    let mut offsets = [0u32; 4];
-    for (slot, offset) in offsets.iter_mut().zip(registers) {
-        *slot = offset?;
-    }
+    let abi = Abi::of(k)?;
+    let offsets = abi.arguments(k)?;
     let window = offsets.iter().min().copied().unwrap_or(0) / 8 * 8;
     if offsets
         .iter()
@@ -103,11 +168,8 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
     let l = &mut plan.globals.raw_layout;
     l.regs_window = window;
     l.regs_args = offsets.map(|o| o - window);
-    for (_, nr, action) in CALLS {
-        if let Some(slot) = usize::try_from(nr)
-            .ok()
-            .and_then(|nr| plan.globals.syscall_table.get_mut(nr))
-        {
+    for (_, nr, action) in abi.calls() {
+        if let Some(slot) = plan.globals.syscall_table.get_mut(nr as usize) {
             *slot = action;
         }
     }

@@ -4,7 +4,7 @@
 use iotop_bpf_common::{sync::DurableBtf, tracepoint::ABSENT};
 
 use super::{
-    KernelFacts, Part, Plan, Step, SyncSource, SyncSourceKind, Traced, WriteEnd, arg_is, field,
+    Abi, KernelFacts, Part, Plan, Step, SyncSource, SyncSourceKind, Traced, WriteEnd, arg_is, field,
 };
 
 /// Writes on `O_SYNC`/`O_DSYNC` files (or with `RWF_DSYNC`) on ext4, XFS and btrfs: each
@@ -97,8 +97,8 @@ pub(super) fn classic_write_exits(
             Part::SyncedWrites,
         ));
     }
-    #[cfg(target_arch = "x86_64")]
     if b.reads_registers()
+        && let Ok(abi) = Abi::of(k)
         && k.event("syscalls", "sys_exit_io_uring_enter")
             .is_some_and(|f| field(&f, "ret", 8, 8) == Some(ret))
     {
@@ -111,7 +111,7 @@ pub(super) fn classic_write_exits(
             )
             .deferred(),
         );
-        b.uring_enter_nr = u32::try_from(libc::SYS_io_uring_enter).unwrap_or(u32::MAX);
+        b.uring_enter_nr = abi.io_uring_enter();
     }
     Some(WriteEnd {
         program: "durable_write_exit",
