@@ -26,12 +26,15 @@ pub struct BlameOffsets {
     pub blkcg_cgroup: u32,
     pub cgroup_kn: u32,
     pub kn_id: u32,
-    /// `bio.bi_io_vec`, `bio_vec.bv_page`, `page.compound_head` (bit 0 set on a tail page:
-    /// the rest points at the head) and `page.mapping` (the head's: its folio's).
+    /// `bio.bi_io_vec`, `bio_vec.bv_page`, `page.compound_head` (`compound_info` from 7.0;
+    /// bit 0 set on a tail page: the rest points at the head, or is the mask that takes a
+    /// tail's address to its head's where `page_head_mask` is 1) and `page.mapping` (the
+    /// head's: its folio's).
     pub bio_io_vec: u32,
     pub bvec_page: u32,
     pub page_compound_head: u32,
     pub page_mapping: u32,
+    pub page_head_mask: u32,
     /// `address_space.host`, `inode.i_ino`, `inode.i_sb`, `super_block.s_dev`.
     pub mapping_host: u32,
     pub inode_ino: u32,
@@ -54,6 +57,7 @@ impl BlameOffsets {
         bvec_page: 0,
         page_compound_head: 0,
         page_mapping: 0,
+        page_head_mask: 0,
         mapping_host: 0,
         inode_ino: 0,
         inode_sb: 0,

@@ -4,7 +4,7 @@
 //! The dirtier: `writeback_dirty_folio` fires in the dirtying task, once per folio going
 //! from clean to dirty, and records the task against the file's `address_space`. When a
 //! flusher's write request completes, its first page leads to the same `address_space`
-//! (`rq->bio->bi_io_vec[0].bv_page`, its head page's `mapping`). Per file, not per page: a
+//! (`rq->bio->bi_io_vec[0].bv_page`, its folio's head page's `mapping`). Per file, not per page: a
 //! file dirtied by two processes is charged to the last one.
 //!
 //! The file of a readahead read: the same first page's `mapping->host`, its inode number and
@@ -231,12 +231,15 @@ fn cgroup(bio: u64, o: &BlameOffsets) -> u64 {
 fn mapping(bio: u64, o: &BlameOffsets) -> Option<u64> {
     let vec = read::<u64>(bio, o.bio_io_vec).ok()?;
     let page = read::<u64>(vec, o.bvec_page).ok()?;
-    // A tail page of a large folio points at its head, with bit 0 set.
-    let head_word = read::<u64>(page, o.page_compound_head).ok()?;
-    let head = if head_word & 1 != 0 {
-        head_word - 1
-    } else {
+    // A tail page of a large folio has bit 0 set: the rest is its head's address, or the
+    // mask that takes a tail's address to its head's (GENMASK(63, shift) | 1).
+    let info = read::<u64>(page, o.page_compound_head).ok()?;
+    let head = if info & 1 == 0 {
         page
+    } else if o.page_head_mask != 0 {
+        page & info
+    } else {
+        info - 1
     };
     let mapping = read::<u64>(head, o.page_mapping).ok()?;
     if mapping == 0 || mapping & PAGE_MAPPING_FLAGS != 0 {

@@ -110,16 +110,17 @@ pub fn blame(k: &KernelFacts) -> (BlameOffsets, Vec<String>) {
         Ok::<_, String>((
             off(k, "bio", "bi_io_vec")?,
             off(k, "bio_vec", "bv_page")?,
-            off(k, "page", "compound_head")?,
+            page_head(k)?,
             off(k, "page", "mapping")?,
         ))
     })();
     match pages {
-        Ok((bio_io_vec, bvec_page, page_compound_head, page_mapping)) => {
+        Ok((bio_io_vec, bvec_page, (page_compound_head, page_head_mask), page_mapping)) => {
             offsets.writeback = 1;
             offsets.bio_io_vec = bio_io_vec;
             offsets.bvec_page = bvec_page;
             offsets.page_compound_head = page_compound_head;
+            offsets.page_head_mask = page_head_mask;
             offsets.page_mapping = page_mapping;
         }
         Err(e) => {
@@ -148,6 +149,26 @@ pub fn blame(k: &KernelFacts) -> (BlameOffsets, Vec<String>) {
         Err(e) => missing.push(format!("{e}: readahead reads do not name their file")),
     }
     (offsets, missing)
+}
+
+/// Where a tail page of a large folio says which page heads it, and whether it says so
+/// with a mask (1) rather than the head's address (0). `compound_head` holds the address;
+/// from 7.0 `compound_info` holds a mask where the kernel frees the struct pages of huge
+/// pages (HVO, whose code brings `struct vmemmap_remap_walk` into BTF) and a struct page's
+/// size is a power of two, the address otherwise (the kernel's `compound_info_has_mask()`).
+fn page_head(k: &KernelFacts) -> Result<(u32, u32), String> {
+    if let Some(head) = k.offset("page", "compound_head") {
+        return Ok((head, 0));
+    }
+    let info = off(k, "page", "compound_info")
+        .map_err(|_| "no page.compound_head or page.compound_info in the kernel's BTF")?;
+    let page_size = k
+        .member("folio", "page")
+        .map(|m| m.size)
+        .filter(|&size| size > 0)
+        .ok_or("no folio.page in the kernel's BTF (the size of a struct page)")?;
+    let hvo = k.member("vmemmap_remap_walk", "remap_pte").is_some();
+    Ok((info, u32::from(hvo && page_size.is_power_of_two())))
 }
 
 /// Where a task's open file's inode and superblock are: the sync probes name the synced
