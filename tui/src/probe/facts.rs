@@ -92,6 +92,14 @@ fn coarse_clock_resolution_ns() -> Option<u64> {
     (ok && (1_000_000..=10_000_000).contains(&ns)).then_some(ns)
 }
 
+/// The mode `/sys/kernel/security/lockdown` shows in brackets: `none [integrity]
+/// confidentiality` is `integrity`.
+fn lockdown_mode(modes: &str) -> Option<String> {
+    let start = modes.find('[')? + 1;
+    let end = start + modes[start..].find(']')?;
+    Some(modes[start..end].to_string())
+}
+
 /// The record of what the kernel answered, and the live kernel while gathering.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct KernelFacts {
@@ -108,6 +116,11 @@ pub struct KernelFacts {
     /// exactly that (`1e9 / HZ`). `None` where it was not recorded.
     #[serde(default)]
     pub tick_ns: Option<u64>,
+    /// The kernel's lockdown mode (`none`, `integrity`, `confidentiality`), from
+    /// `/sys/kernel/security/lockdown`; `None` where it cannot be read (no lockdown LSM, or
+    /// securityfs not mounted).
+    #[serde(default)]
+    pub lockdown: Option<String>,
     members: RefCell<BTreeMap<String, Option<MemberFact>>>,
     enums: RefCell<BTreeMap<String, Option<i64>>>,
     raw: RefCell<BTreeMap<String, Option<Vec<Param>>>>,
@@ -154,6 +167,9 @@ impl KernelFacts {
             access,
             filesystems,
             tick_ns: coarse_clock_resolution_ns(),
+            lockdown: std::fs::read_to_string("/sys/kernel/security/lockdown")
+                .ok()
+                .and_then(|modes| lockdown_mode(&modes)),
             live: Some(Live { btf, tracefs }),
             ..Self::default()
         }
@@ -240,6 +256,15 @@ impl KernelFacts {
         })
     }
 
+    /// Why BPF may not read kernel memory here (`bpf_probe_read_kernel`, which the raw
+    /// tracepoints' probes read their kernel objects with), if it may not.
+    pub fn lockdown_refuses_reads(&self) -> Option<String> {
+        (self.lockdown.as_deref() == Some("confidentiality")).then(|| {
+            "kernel lockdown=confidentiality refuses BPF reads of kernel memory (bpf_probe_read_kernel)"
+                .to_string()
+        })
+    }
+
     /// Whether this kernel knows filesystem `fs`.
     pub fn knows_filesystem(&self, fs: &str) -> bool {
         self.filesystems.iter().any(|f| f == fs)
@@ -262,4 +287,20 @@ pub fn fixture(kernel: &str) -> KernelFacts {
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     KernelFacts::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_lockdown_mode_is_the_bracketed_one() {
+        assert_eq!(
+            super::lockdown_mode("none integrity [confidentiality]\n").as_deref(),
+            Some("confidentiality")
+        );
+        assert_eq!(
+            super::lockdown_mode("[none] integrity confidentiality\n").as_deref(),
+            Some("none")
+        );
+        assert_eq!(super::lockdown_mode(""), None);
+    }
 }

@@ -304,6 +304,10 @@ pub fn plan(k: &KernelFacts, options: Options) -> Result<Plan, String> {
     let classic = classic_allowed(k);
     let raw = if options.classic {
         Err(format!("{}=classic", super::MODE_ENV))
+    } else if let Some(why) = k.lockdown_refuses_reads() {
+        // The classic probes read their records as their context, which lockdown allows;
+        // those that also read kernel objects are refused at load and degrade by name.
+        Err(why)
     } else {
         k.btf_error.clone().map_or(Ok(()), Err)
     };
