@@ -1,12 +1,14 @@
-//! `cargo xtask dist`: a Debian package of the release binary (eBPF object embedded), its
-//! man pages and shell completions (generated from the CLI by the binary itself), the
-//! systemd unit, the Grafana dashboard and the README, built with `dpkg-deb --build
-//! --root-owner-group` (no debhelper). It needs no Rust and no LLVM where it is installed:
-//! only libc and libgcc_s, which every Debian system has.
+//! `cargo xtask dist`: for x86-64 and aarch64 each, a Debian package of the static release
+//! binary (eBPF object embedded), its man pages and shell completions (generated from the
+//! CLI by the binary itself, through qemu-user for aarch64), the systemd unit, the Grafana
+//! dashboard and the README, built with `dpkg-deb --build --root-owner-group` (no
+//! debhelper); and a tarball of the same. The binary is static: the package needs nothing
+//! where it is installed.
 //!
-//! `cargo xtask dist --check` (and `cargo xtask test`) then installs it with `dpkg -i`, checks
-//! what a user would (`iotop-bpf --version`, `man -w iotop-bpf`, completions, the unit), and
-//! removes and purges it again. The binary it ships is the static one ([`build_static`]).
+//! `cargo xtask dist --check` (and `cargo xtask test`) then installs this machine's package
+//! with `dpkg -i`, checks what a user would (`iotop-bpf --version`, `man -w iotop-bpf`,
+//! completions, the unit), and removes and purges it again; the other architecture's
+//! binary replays a recording under qemu-user exactly as this machine's does.
 
 use std::{
     fs,
@@ -17,7 +19,10 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{as_root, cmd, find_in_path, root_dir, run, stdout_of};
+use crate::{
+    target::Target,
+    util::{as_root, cmd, find_in_path, root_dir, run, stdout_of},
+};
 
 const PACKAGE: &str = "iotop-bpf";
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -27,32 +32,26 @@ pub struct Args {
     /// Then install the package with dpkg, check it, and remove and purge it (needs root).
     #[arg(long)]
     pub check: bool,
+    /// Only this architecture (default: both).
+    #[arg(long, value_enum)]
+    pub target: Option<Target>,
 }
 
-pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
-
-/// Builds the static binary (musl, with the eBPF object embedded): what the package and the
-/// tarball ship, and what the kernel matrix runs. It runs on any x86-64 Linux, whatever its
-/// C library (Debian 11's glibc 2.31, Alpine's musl).
-pub fn build_static() -> Result<PathBuf> {
-    let targets = stdout_of(cmd("rustup").args(["target", "list", "--installed"]))?;
-    if !targets.lines().any(|t| t.trim() == MUSL_TARGET) {
-        println!("installing the Rust target {MUSL_TARGET}");
-        run(cmd("rustup").args(["target", "add", MUSL_TARGET]))?;
-    }
-    // zstd-sys compiles C: with musl's compiler wrapper (Debian's musl-tools).
-    run(cmd("cargo")
-        .env("CC_x86_64_unknown_linux_musl", "musl-gcc")
-        .args([
-            "build",
-            "--release",
-            "--target",
-            MUSL_TARGET,
-            "--package",
-            PACKAGE,
-        ]))?;
-    let binary = crate::util::release_binary();
-    let dump = stdout_of(cmd("objdump").arg("-p").arg(&binary))?;
+/// Builds the static binary for `target` (musl, with the eBPF object embedded): what the
+/// package and the tarball ship, and what the kernel matrix runs. It runs on any Linux of
+/// its architecture, whatever its C library (Debian 11's glibc 2.31, Alpine's musl).
+pub fn build_static(target: Target) -> Result<PathBuf> {
+    let env = target.build_env()?;
+    run(cmd("cargo").envs(env).args([
+        "build",
+        "--release",
+        "--target",
+        target.triple(),
+        "--package",
+        PACKAGE,
+    ]))?;
+    let binary = target.binary();
+    let dump = stdout_of(cmd(llvm("objdump")).arg("-p").arg(&binary))?;
     if dump.lines().any(|l| l.trim().starts_with("NEEDED")) {
         bail!("{} is not static:\n{dump}", binary.display());
     }
@@ -61,19 +60,24 @@ pub fn build_static() -> Result<PathBuf> {
     Ok(binary)
 }
 
-/// target/dist/iotop-bpf-VERSION-x86_64-linux-musl.tar.gz: the static binary, man pages,
+/// LLVM's `tool` (objdump, strip): they read every architecture, binutils only the host's.
+fn llvm(tool: &str) -> PathBuf {
+    Path::new(crate::setup::LLVM_PREFIX).join(format!("bin/llvm-{tool}"))
+}
+
+/// target/dist/iotop-bpf-VERSION-ARCH-linux-musl.tar.gz: the static binary, man pages,
 /// completions, unit, dashboard and README under one directory.
-pub fn build_tarball(binary: &Path) -> Result<PathBuf> {
+pub fn build_tarball(target: Target, binary: &Path) -> Result<PathBuf> {
     let dist = root_dir().join("target/dist");
-    let name = format!("{PACKAGE}-{VERSION}-x86_64-linux-musl");
+    let name = format!("{PACKAGE}-{VERSION}-{}-linux-musl", target.arch());
     let root = dist.join(&name);
     if root.exists() {
         fs::remove_dir_all(&root)?;
     }
     let bin = put(&root, PACKAGE, &fs::read(binary)?, 0o755)?;
-    run(cmd("strip").args(["--strip-unneeded"]).arg(&bin))?;
+    run(cmd(llvm("strip")).args(["--strip-unneeded"]).arg(&bin))?;
     let generated = root.join("share");
-    stdout_of(Command::new(&bin).env("IOTOP_BPF_GENERATE", &generated))
+    stdout_of(target.command(&bin).env("IOTOP_BPF_GENERATE", &generated))
         .context("generate the man pages and completions with the static binary")?;
     let repo = root_dir();
     for (from, to) in [
@@ -133,18 +137,17 @@ const DASHBOARD: &str = "usr/share/iotop-bpf/grafana/iotop-bpf.json";
 /// `systemd-analyze security` exposure (0-100, lower is safer) the unit must stay under.
 const MAX_EXPOSURE: u32 = 35;
 
-/// Builds target/dist/iotop-bpf_VERSION_ARCH.deb from the release binary; returns its path.
-pub fn build_deb(binary: &Path) -> Result<PathBuf> {
-    for tool in ["dpkg-deb", "dpkg", "gzip", "strip", "md5sum", "objdump"] {
+/// Builds target/dist/iotop-bpf_VERSION_ARCH.deb from `target`'s release binary (ARCH:
+/// Debian's name of the target's architecture, not this machine's); returns its path.
+pub fn build_deb(target: Target, binary: &Path) -> Result<PathBuf> {
+    for tool in ["dpkg-deb", "gzip", "md5sum"] {
         if find_in_path(tool).is_none() {
             bail!(
-                "{tool} is missing: the package is built with Debian's own tools (dpkg, gzip, binutils)"
+                "{tool} is missing: the package is built with Debian's own tools (dpkg, gzip, coreutils)"
             );
         }
     }
-    let arch = stdout_of(cmd("dpkg").arg("--print-architecture"))?
-        .trim()
-        .to_string();
+    let arch = target.deb_arch();
     let dist = root_dir().join("target/dist");
     let name = format!("{PACKAGE}_{VERSION}_{arch}");
     let root = dist.join(&name);
@@ -158,10 +161,10 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
 
     let bin = put(&root, "usr/bin/iotop-bpf", &fs::read(binary)?, 0o755)?;
     // Symbols are for debugging the build, not for users: Debian ships binaries stripped.
-    run(cmd("strip").args(["--strip-unneeded"]).arg(&bin))?;
+    run(cmd(llvm("strip")).args(["--strip-unneeded"]).arg(&bin))?;
 
     // The binary writes its man pages and completions from its own CLI definition.
-    put_generated(&root, binary, &generated)?;
+    put_generated(&root, target.command(binary), &generated)?;
 
     put_docs(&root)?;
 
@@ -226,9 +229,9 @@ pub fn build_deb(binary: &Path) -> Result<PathBuf> {
 
 /// The man pages and shell completions, generated by the release `binary` into `generated`
 /// and put in the package under `root` (the man pages gzipped, as Debian ships them).
-fn put_generated(root: &Path, binary: &Path, generated: &Path) -> Result<()> {
+fn put_generated(root: &Path, mut binary: Command, generated: &Path) -> Result<()> {
     let listed = stdout_of(
-        Command::new(binary)
+        binary
             .env("IOTOP_BPF_GENERATE", generated)
             .current_dir(root_dir()),
     )
@@ -307,7 +310,7 @@ fn put_docs(root: &Path) -> Result<()> {
 /// needs and the newest symbol versions it uses from each. Anything else is refused: the
 /// package must install on a machine with nothing but a base system.
 fn depends(binary: &Path) -> Result<String> {
-    let dump = stdout_of(cmd("objdump").arg("-p").arg(binary))?;
+    let dump = stdout_of(cmd(llvm("objdump")).arg("-p").arg(binary))?;
     // Package -> the newest symbol version any of its libraries is needed at.
     let mut needed: Vec<(&str, Option<(u32, u32)>)> = Vec::new();
     for line in dump.lines() {
@@ -321,7 +324,8 @@ fn depends(binary: &Path) -> Result<String> {
             | "libpthread.so.0"
             | "libdl.so.2"
             | "librt.so.1"
-            | "ld-linux-x86-64.so.2" => ("libc6", "GLIBC_"),
+            | "ld-linux-x86-64.so.2"
+            | "ld-linux-aarch64.so.1" => ("libc6", "GLIBC_"),
             "libgcc_s.so.1" => ("libgcc-s1", "GCC_"),
             other => bail!(
                 "the binary needs {other}, which is not in every Debian base system: link it statically or add its package"
@@ -425,6 +429,48 @@ Comment: The kernel programs embedded in the binary (the ebpf/ sources)\n \
 are licensed under MIT or GPL-2.0, as the kernel requires of programs that\n \
 use its GPL-only helpers. On Debian systems, the full text of the GNU General\n \
 Public License version 2 is in /usr/share/common-licenses/GPL-2.\n";
+
+/// The package of an architecture this machine cannot install: it says its architecture,
+/// and its binary, under qemu-user, replays a recording exactly as this machine's does.
+pub fn check_foreign(target: Target, deb: &Path, binary: &Path) -> Result<()> {
+    let arch = stdout_of(cmd("dpkg-deb").arg("-f").arg(deb).arg("Architecture"))?;
+    if arch.trim() != target.deb_arch() {
+        bail!("{} says Architecture: {}", deb.display(), arch.trim());
+    }
+    let recording = root_dir().join("tui/tests/data/recordings/incident.rec");
+    let replay = |mut command: Command| {
+        let out = command
+            .arg("--replay")
+            .arg(&recording)
+            .arg("--json")
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "--replay failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(out.stdout)
+    };
+    let theirs = replay(target.command(binary))?;
+    let ours = replay(Target::HOST.command(&Target::HOST.binary()))?;
+    if theirs != ours || ours.is_empty() {
+        bail!(
+            "the {} binary replays {} differently from this machine's",
+            target.arch(),
+            recording.display()
+        );
+    }
+    println!(
+        "ok: {} is {}, and its binary replays {} byte for byte as the {} one ({} bytes)",
+        deb.display(),
+        target.deb_arch(),
+        recording.display(),
+        Target::HOST.arch(),
+        ours.len()
+    );
+    Ok(())
+}
 
 /// Installs `deb`, checks it as a user would, then removes and purges it.
 pub fn check_deb(deb: &Path) -> Result<()> {

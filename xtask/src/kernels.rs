@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{cmd, find_in_path, root_dir, run, stdout_of};
+use crate::util::{cmd, download, find_in_path, root_dir, run, stdout_of};
 
 /// A kernel of the matrix: a Debian package, pinned by version and checksum.
 struct Kernel {
@@ -90,40 +90,12 @@ fn dir() -> PathBuf {
 
 /// Downloads the kernel package (once; checked against its pinned checksum) and extracts it.
 fn fetch(kernel: &Kernel) -> Result<PathBuf> {
-    let debs = dir().join("debs");
-    fs::create_dir_all(&debs)?;
-    let file = kernel
-        .url
-        .rsplit('/')
-        .next()
-        .unwrap_or(kernel.url)
-        .replace("%2b", "+")
-        .replace("%7e", "~");
-    let deb = debs.join(file);
-    let checked = |deb: &Path| -> Result<bool> {
-        Ok(deb.exists()
-            && stdout_of(cmd("sha256sum").arg(deb))?
-                .split_whitespace()
-                .next()
-                == Some(kernel.sha256))
-    };
-    if !checked(&deb)? {
-        let url = format!("{MIRROR}/{}", kernel.url);
-        println!("downloading {url}");
-        run(cmd("curl")
-            .args(["-fsSL", "--retry", "3", "-o"])
-            .arg(&deb)
-            .arg(&url))
-        .with_context(|| {
-            format!(
-                "download Linux {} ({url}); if the mirror dropped this version, pin a newer one in xtask/src/kernels.rs",
-                kernel.name
-            )
-        })?;
-        if !checked(&deb)? {
-            bail!("{} does not match its pinned SHA-256", deb.display());
-        }
-    }
+    let deb = download(
+        &format!("{MIRROR}/{}", kernel.url),
+        kernel.sha256,
+        &dir().join("debs"),
+    )
+    .with_context(|| format!("Linux {}", kernel.name))?;
     let root = dir().join(kernel.release);
     let vmlinuz = root.join(format!("boot/vmlinuz-{}", kernel.release));
     if !vmlinuz.exists() {

@@ -5,6 +5,7 @@ mod dist;
 mod house;
 mod kernels;
 mod setup;
+mod target;
 mod util;
 
 use std::{env, ffi::OsString, os::unix::process::CommandExt, path::PathBuf, process::ExitCode};
@@ -12,7 +13,10 @@ use std::{env, ffi::OsString, os::unix::process::CommandExt, path::PathBuf, proc
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-use crate::util::{as_root, cmd, describe, find_in_path, is_root, release_binary, run};
+use crate::{
+    target::Target,
+    util::{as_root, cmd, describe, find_in_path, is_root, release_binary, run},
+};
 
 #[derive(Parser)]
 #[command(
@@ -59,8 +63,8 @@ enum Task {
         #[arg(long)]
         only: Option<String>,
     },
-    /// Build the static binary, then a Debian package and a tarball of it in target/dist/
-    /// (binary, man pages, completions, unit).
+    /// Build the static binaries for x86-64 and aarch64, then a Debian package and a tarball
+    /// of each in target/dist/ (binary, man pages, completions, unit).
     Dist(dist::Args),
     /// Draw who imports whom (the binary's rooms and floors, then the model's), and fail on a
     /// circle or an arrow running back up. `cargo xtask test` runs it too.
@@ -97,11 +101,15 @@ fn task(task: Task) -> Result<()> {
             kernels::kernels(&args, &build_release()?)
         }
         Task::Dist(args) => {
-            let binary = build()?;
-            let deb = dist::build_deb(&binary)?;
-            dist::build_tarball(&binary)?;
-            if args.check {
-                dist::check_deb(&deb)?;
+            setup::setup(setup::Scope::Build)?;
+            let targets = args.target.map_or(Target::ALL.to_vec(), |t| vec![t]);
+            for target in targets {
+                let binary = dist::build_static(target)?;
+                let deb = dist::build_deb(target, &binary)?;
+                dist::build_tarball(target, &binary)?;
+                if args.check {
+                    check_package(target, &deb, &binary)?;
+                }
             }
             Ok(())
         }
@@ -116,7 +124,17 @@ fn build() -> Result<PathBuf> {
 /// One binary everywhere, the static one that ships, in one cargo profile (`--release`):
 /// each extra build is minutes on 2 cores.
 fn build_release() -> Result<PathBuf> {
-    dist::build_static()
+    dist::build_static(Target::HOST)
+}
+
+/// This machine's package installed and checked; another architecture's checked under
+/// qemu-user.
+fn check_package(target: Target, deb: &std::path::Path, binary: &std::path::Path) -> Result<()> {
+    if target == Target::HOST {
+        dist::check_deb(deb)
+    } else {
+        dist::check_foreign(target, deb, binary)
+    }
 }
 
 fn run_binary(args: Vec<OsString>) -> Result<()> {
@@ -231,11 +249,21 @@ fn kernel_matrix() -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// The package of the static binary: it installs, works and removes cleanly (dpkg needs
-/// root: through sudo when not root, skipped like the privileged tests without it).
+/// The packages of the static binaries: this machine's installs, works and removes cleanly
+/// (dpkg needs root: through sudo when not root, skipped like the privileged tests without
+/// it); the other architecture's replays under qemu-user as this machine's does.
 fn debian_package(binary: &std::path::Path) -> Result<Outcome> {
-    let deb = dist::build_deb(binary)?;
-    dist::build_tarball(binary)?;
+    for target in Target::ALL {
+        if target == Target::HOST {
+            continue;
+        }
+        let binary = dist::build_static(target)?;
+        let deb = dist::build_deb(target, &binary)?;
+        dist::build_tarball(target, &binary)?;
+        dist::check_foreign(target, &deb, &binary)?;
+    }
+    let deb = dist::build_deb(Target::HOST, binary)?;
+    dist::build_tarball(Target::HOST, binary)?;
     if !is_root() && find_in_path("sudo").is_none() {
         let ci = env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         if ci {

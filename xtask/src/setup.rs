@@ -8,13 +8,17 @@ use anyhow::{Context, Result, bail};
 use crate::util::{as_root, cmd, describe, find_in_path, run, stdout_of};
 
 /// bpf-linker links against these (Debian 12 ships LLVM 14; LLVM 22 matches nightly's);
-/// musl-tools compiles zstd's C for the static binary.
+/// musl-tools compiles zstd's C for the static x86-64 binary, clang for the aarch64 one
+/// (with musl's arm64 headers, fetched by `target.rs`), and qemu-user-static runs the
+/// aarch64 binary here (its man pages, a replay check).
 const BUILD_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
     "zlib1g-dev",
     "musl-tools",
+    "clang",
+    "qemu-user-static",
 ];
 /// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
 /// for the live view's; man and systemd-analyze for the package check; the real programs of
@@ -54,7 +58,7 @@ const TEST_PACKAGES_ALONE: &[&str] = &["prometheus"];
 /// What only `cargo xtask bench` needs beyond the tests' packages.
 /// The bench's peers beyond bpftrace: biolatency and biotop (CO-RE builds).
 const BENCH_PACKAGES: &[&str] = &["libbpf-tools"];
-const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+pub const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
 /// What is set up: building and running need the toolchain alone; the tests add their
 /// tools and the kernel matrix's QEMU; the bench its peers.

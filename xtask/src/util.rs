@@ -19,15 +19,45 @@ pub fn root_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The binary every task builds and uses: the static one (musl), which is what ships.
+/// The binary every task builds and uses: the static one (musl) for this machine, which is
+/// what ships.
 pub fn release_binary() -> PathBuf {
-    let target =
-        env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-    root_dir()
-        .join(target)
-        .join(crate::dist::MUSL_TARGET)
-        .join("release")
-        .join("iotop-bpf")
+    crate::target::Target::HOST.binary()
+}
+
+/// Downloads `url` into `dir` once, checked against its pinned SHA-256; returns the file.
+pub fn download(url: &str, sha256: &str, dir: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let name = url
+        .rsplit('/')
+        .next()
+        .unwrap_or(url)
+        .replace("%2b", "+")
+        .replace("%7e", "~");
+    let file = dir.join(name);
+    let checked = |file: &Path| -> Result<bool> {
+        Ok(file.exists()
+            && stdout_of(cmd("sha256sum").arg(file))?
+                .split_whitespace()
+                .next()
+                == Some(sha256))
+    };
+    if !checked(&file)? {
+        println!("downloading {url}");
+        run(cmd("curl")
+            .args(["-fsSL", "--retry", "3", "-o"])
+            .arg(&file)
+            .arg(url))
+        .with_context(|| {
+            format!(
+                "download {url}; if the mirror dropped this version, pin a newer one in xtask/src"
+            )
+        })?;
+        if !checked(&file)? {
+            bail!("{} does not match its pinned SHA-256", file.display());
+        }
+    }
+    Ok(file)
 }
 
 /// `~/.cargo/bin` (or `$CARGO_HOME/bin`): where rustup and `cargo install` put binaries.
