@@ -20,6 +20,7 @@ mod fuzz;
 pub(crate) mod generate;
 pub(crate) mod heap;
 pub(crate) mod history;
+pub(crate) mod names;
 pub(crate) mod pipeline;
 pub(crate) mod probe;
 pub(crate) mod report;
@@ -67,8 +68,9 @@ pub fn main() -> ExitCode {
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One clear message, the chain of causes, no backtrace.
-            eprintln!("iotop-bpf: {e:#}");
+            // One clear message, the chain of causes, no backtrace; a path or name it quotes
+            // shown as every text output shows one.
+            eprintln!("iotop-bpf: {}", names::show(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -147,7 +149,7 @@ fn run(cli: &Cli) -> Result<()> {
         let startup = (!lines.is_empty()).then(|| lines.join("; "));
         let result = app::run(&view_options(cli), pipeline, starting, startup).await;
         for line in &lines {
-            eprintln!("iotop-bpf: {line}");
+            eprintln!("iotop-bpf: {}", names::show(line));
         }
         drop(published);
         result
@@ -168,10 +170,10 @@ fn serve(args: &Serve) -> Result<()> {
         eprintln!("iotop-bpf: serving metrics on http://{addr}/metrics");
         let published = crate::viewers::publish::publish(&mut pipeline, viewers, "serve")?;
         for line in published.describe() {
-            eprintln!("iotop-bpf: {line}");
+            eprintln!("iotop-bpf: {}", names::show(&line));
         }
         if let Some(note) = &published.note {
-            eprintln!("iotop-bpf: {note}");
+            eprintln!("iotop-bpf: {}", names::show(note));
         }
         let result = serve::run(pipeline).await;
         drop(published);
@@ -257,20 +259,29 @@ fn check(args: &cli::Check) -> Result<()> {
             },
         );
         if let Err(e) = plan::plan(&facts, crate::probe::options_from_env()) {
-            eprintln!("iotop-bpf: note: the plan fails here: {e}");
+            eprintln!(
+                "iotop-bpf: note: the plan fails here: {}",
+                names::show(&e.to_string())
+            );
         }
         println!("{}", facts.to_json());
         return Ok(());
     }
-    println!("kernel: {}", env.kernel_release);
+    // Every line shown as names are: paths (tracefs, mount points) and the kernel's words.
+    let say = |line: String| {
+        for line in line.lines() {
+            println!("{}", names::show(line));
+        }
+    };
+    say(format!("kernel: {}", env.kernel_release));
     match &env.tracefs {
-        Ok(tracefs) => println!("tracefs: {}", tracefs.root().display()),
-        Err(why) => println!("tracefs: not used ({why})"),
+        Ok(tracefs) => say(format!("tracefs: {}", names::path(tracefs.root()))),
+        Err(why) => say(format!("tracefs: not used ({why})")),
     }
     let probes = Probes::start(&env)?;
-    println!("probes: {}", probes.report.mode);
+    say(format!("probes: {}", probes.report.mode));
     for tp in &probes.report.attached {
-        println!("attached: {tp}");
+        say(format!("attached: {tp}"));
     }
     for note in probes
         .report
@@ -278,25 +289,27 @@ fn check(args: &cli::Check) -> Result<()> {
         .iter()
         .chain(&crate::feed::host::notes())
     {
-        println!("degraded: {note}");
+        say(format!("degraded: {note}"));
     }
-    println!(
+    say(format!(
         "direct I/O call latency (the wait before the request): {}",
         crate::feed::CallLatencyMode::from_env().describe()
-    );
+    ));
     for source in &probes.report.sync_sources {
         match &source.status {
-            Ok(how) => println!("sync source: {}: {how}", source.name),
-            Err(why) => println!("sync source: {}: NOT COVERED: {why}", source.name),
+            Ok(how) => say(format!("sync source: {}: {how}", source.name)),
+            Err(why) => say(format!("sync source: {}: NOT COVERED: {why}", source.name)),
         }
     }
     for (program, log) in &probes.report.refused {
         if args.verbose {
-            println!("\nverifier log of {program}:\n{log}");
+            say(format!("\nverifier log of {program}:\n{log}"));
         } else {
-            println!("refused: {program} (its verifier log: iotop-bpf check --verbose)");
+            say(format!(
+                "refused: {program} (its verifier log: iotop-bpf check --verbose)"
+            ));
         }
     }
-    println!("ok");
+    say("ok".to_string());
     Ok(())
 }

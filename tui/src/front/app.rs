@@ -61,8 +61,10 @@ impl App {
         self.board_since_ns = Some(newest.max(self.shown.now_ns));
     }
 
-    /// A new interval closed: recorded, and shown unless paused.
+    /// A new interval closed: recorded, and shown unless paused. Its names are shown as
+    /// every text output shows them (`names::defuse`), before anything counts their widths.
     pub fn update(&mut self, mut snap: Snapshot) {
+        crate::names::defuse(&mut snap);
         self.history.push(&snap, self.ui.selected_pid);
         if let Some(since) = self.board_since_ns {
             // A finding of the step before is shown again only if it goes on two intervals
@@ -167,7 +169,7 @@ impl App {
         let now = crate::clock::unix_ms_now();
         self.ui.message = Some(
             match capture::write(self.capture_dir.as_deref(), &self.ui.host, now, &text, &md) {
-                Ok(path) => format!("saved {} (and .md)", path.display()),
+                Ok(path) => format!("saved {} (and .md)", crate::names::path(&path)),
                 Err(e) => format!("could not save the screen: {e:#}"),
             },
         );

@@ -37,7 +37,7 @@ pub async fn run(
     let shutdown = Shutdown::install().context("install signal handlers")?;
     let notes = pipeline.notes();
     for note in &notes {
-        eprintln!("iotop-bpf: degraded: {note}");
+        eprintln!("iotop-bpf: degraded: {}", crate::names::show(note));
     }
     let mut printer = Printer {
         options,

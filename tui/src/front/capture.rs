@@ -35,7 +35,10 @@ pub fn screen_text(buffer: &Buffer) -> String {
 pub fn markdown(screen: &str, snap: &Snapshot, host: &str, unix_ms: u64) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# iotop-bpf on {host}, {}\n", clock::rfc3339(unix_ms));
-    let _ = writeln!(out, "```\n{}```\n", screen);
+    // A fence longer than any run of backticks on screen: a name cannot close it.
+    let longest = screen.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let _ = writeln!(out, "{fence}\n{screen}{fence}\n");
     let _ = writeln!(out, "## Findings\n");
     if snap.findings.is_empty() {
         let _ = writeln!(out, "None in this interval.");
@@ -224,5 +227,7 @@ mod tests {
         assert!(md.contains("- **CRIT write_amplification**"), "{md}");
         assert!(md.contains("  - why: ") && md.contains("  - fix: "), "{md}");
         assert!(md.contains("/data/lab001.log"), "{md}");
+        let md = markdown("a ```` b\n", &snap, "db01", 0);
+        assert!(md.contains("`````\na ```` b\n`````"), "{md}");
     }
 }

@@ -69,7 +69,7 @@ pub fn run(args: &Options) -> Result<()> {
     write_private(&args.output, &body)?;
     eprintln!(
         "iotop-bpf: wrote {} ({} intervals, {} KiB)",
-        args.output.display(),
+        crate::names::path(&args.output),
         timeline.intervals,
         body.len() >> 10
     );

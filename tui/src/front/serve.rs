@@ -12,7 +12,7 @@ use crate::{
 pub async fn run(mut pipeline: Pipeline) -> Result<()> {
     let shutdown = Shutdown::install().context("install signal handlers")?;
     for note in pipeline.notes() {
-        eprintln!("iotop-bpf: degraded: {note}");
+        eprintln!("iotop-bpf: degraded: {}", crate::names::show(&note));
     }
     // The exporter and the viewers are taps: each interval reaches them before it comes here.
     pipeline::drive(&mut pipeline, &mut Serving(shutdown)).await

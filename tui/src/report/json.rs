@@ -486,9 +486,10 @@ pub fn interval<'a>(
     }
 }
 
-/// One NDJSON line (no trailing newline).
+/// One NDJSON line (no trailing newline); names keep their exact characters, escaped
+/// (`crate::names::json_line`).
 pub fn to_line(snap: &Snapshot, ts: String, bounds: Bounds<'_>, degraded: &[String]) -> String {
-    serde_json::to_string(&interval(snap, ts, bounds, degraded))
+    crate::names::json_line(&interval(snap, ts, bounds, degraded))
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 

@@ -35,10 +35,11 @@ pub fn css() -> String {
     css
 }
 
-/// Escapes text for HTML and SVG.
+/// Text for HTML and SVG: names shown as on a terminal (`crate::names::show`: a control
+/// character is `\x1b`, never raw), then escaped as HTML.
 pub fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    for c in crate::names::show(text).chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),

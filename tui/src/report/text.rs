@@ -5,11 +5,13 @@ use std::fmt::Write as _;
 use super::listed_procs;
 use crate::{
     model::{HostFigures, Snapshot, wait_site},
+    names::{pad, show},
     units::{self, mib, ms, us},
 };
 
-/// The report of one interval; `clock` is the wall-clock time to print (HH:MM:SS).
-/// The report of one interval: at most `max_procs` processes (the rest summed in one row).
+/// The report of one interval: at most `max_procs` processes (the rest summed in one row);
+/// `clock` is the wall-clock time to print (HH:MM:SS). Names are shown ([`show`]): a process
+/// or file named with escape sequences prints them as `\x1b`, never raw.
 pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) -> String {
     let mut out = String::new();
     let e = &snap.events;
@@ -35,8 +37,8 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) ->
             "D {}/{} {} blocked {blocked} in {}",
             d.tgid,
             d.tid,
-            d.comm,
-            wait_site(&d.stack, d.no_stack, 4)
+            show(&d.comm),
+            show(&wait_site(&d.stack, d.no_stack, 4))
         );
     }
     for f in snap.findings.iter().filter(|f| f.active) {
@@ -45,10 +47,10 @@ pub fn interval(snap: &Snapshot, clock: &str, pids: &[u32], max_procs: usize) ->
             "FINDING {} {}: {}",
             f.severity.name(),
             f.kind.name(),
-            f.summary
+            show(&f.summary)
         );
-        let _ = writeln!(out, "  why: {}", f.why);
-        let _ = writeln!(out, "  fix: {}", f.fix);
+        let _ = writeln!(out, "  why: {}", show(&f.why));
+        let _ = writeln!(out, "  fix: {}", show(&f.fix));
     }
     out
 }
@@ -73,8 +75,8 @@ fn disk_lines(out: &mut String, snap: &Snapshot) {
         let f = &d.interval;
         let _ = writeln!(
             out,
-            "{:<12} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>6.1} {:>8.1}",
-            d.name,
+            "{} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>6.1} {:>8.1}",
+            pad(&d.name, 12),
             snap.rate(f.reads),
             snap.rate(f.writes),
             mib(snap.rate(f.read_bytes)),
@@ -115,9 +117,9 @@ fn proc_lines(out: &mut String, snap: &Snapshot, pids: &[u32], max_procs: usize)
         let f = &p.interval;
         let _ = writeln!(
             out,
-            "{:>8} {:<16} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0} {:>7.1} {:>9.0} {:>6.1} {:>7} {:>9.0} {:>8} {:>9}",
+            "{:>8} {} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>9.0} {:>9.0} {:>7.1} {:>9.0} {:>6.1} {:>7} {:>9.0} {:>8} {:>9}",
             p.tgid,
-            p.comm,
+            pad(&p.comm, 16),
             snap.rate(f.reads),
             snap.rate(f.writes),
             mib(snap.rate(f.read_bytes)),
@@ -201,6 +203,39 @@ mod tests {
             "{report}"
         );
         assert!(lines[2].starts_with("DEVICE"), "{report}");
+    }
+
+    #[test]
+    fn names_are_shown_not_sent_to_the_terminal_and_columns_stay_aligned() {
+        let mut snap = demo_snapshot();
+        let hostile = "\u{1b}]2;PWNED\u{7}z";
+        snap.procs[0].comm = hostile.into();
+        snap.procs[1].comm = "数据库".into();
+        if let Some(f) = snap.findings.iter_mut().find(|f| f.active) {
+            f.summary = format!("{hostile} fsyncs /data/a\u{1b}[2J\nb.log");
+        }
+        let report = interval(&snap, "00:00:07", &[], usize::MAX);
+        assert!(
+            !report.chars().any(|c| c.is_control() && c != '\n'),
+            "{report}"
+        );
+        assert!(report.contains("\\x1b]2;PWNED\\x07z"), "{report}");
+        assert!(report.contains("/data/a\\x1b[2J\\x0ab.log"), "{report}");
+        // The first figure after a name that fits its column (right-aligned) ends in the same
+        // column whatever the name, wide characters counted as two.
+        let figure_ends_at = |tgid: u32| {
+            let row = report
+                .lines()
+                .find(|l| l.starts_with(&format!("{tgid:>8} ")))
+                .unwrap_or_else(|| panic!("no row of {tgid}: {report}"));
+            let name_end = 9 + row[9..].find("  ").expect("a name, then spaces");
+            let figure = row[name_end..].trim_start();
+            let end = row.len() - figure.len() + figure.find(' ').unwrap();
+            crate::names::width(&row[..end])
+        };
+        for p in &snap.procs[1..4] {
+            assert_eq!(figure_ends_at(p.tgid), figure_ends_at(4242), "{report}");
+        }
     }
 
     #[test]

@@ -362,3 +362,30 @@ fn five_thousand_short_lived_names_stay_under_two_thousand_series() {
         names_exported.len()
     );
 }
+
+/// A comm is whatever its process says: its label keeps the exact text with OpenMetrics'
+/// escapes (`\\`, `\"`, `\n`) and nothing else, in both formats, and a line stays one line.
+#[test]
+fn a_hostile_comm_is_one_label_escaped_as_openmetrics_says() {
+    let hostile = "\u{1b}]2;a\"b\\c\nd";
+    let mut snap = demo_snapshot();
+    let lab001 = snap.procs.iter_mut().find(|p| p.comm == "lab001").unwrap();
+    lab001.comm = hostile.to_string();
+    let mut exporter = Exporter::new(DEFAULT_TOP);
+    exporter.update(&snap);
+    snap.now_ns += SECOND;
+    exporter.update(&snap);
+    let (_, text) = exposition(exporter);
+    let label = "comm=\"\u{1b}]2;a\\\"b\\\\c\\nd\"";
+    let series = format!("iotop_bpf_workload_dstate_seconds_total{{{label}}}");
+    assert_eq!(get(&samples(&text), &series), 0.16, "{text}");
+    let classic = classic::from_openmetrics(&text).unwrap();
+    assert_eq!(get(&samples(&classic), &series), 0.16);
+    for body in [&text, &classic] {
+        assert!(
+            body.lines()
+                .all(|l| l.starts_with('#') || l.starts_with("iotop_bpf_")),
+            "a newline in a name split a line"
+        );
+    }
+}

@@ -9,6 +9,7 @@ use super::{App, Flow};
 use crate::{
     history::History,
     model::Snapshot,
+    names::{self, show},
     pipeline::{self, Front, Pipeline, RunInfo},
     shutdown::Shutdown,
     term::TerminalGuard,
@@ -27,12 +28,13 @@ pub struct ViewOptions {
 }
 
 /// The view's starting state: `-p PID` becomes the filter.
+/// The host and kernel come from a recording's header when replaying: shown as any name.
 fn initial_ui(options: &ViewOptions, info: &RunInfo, notes: Vec<String>) -> UiState {
     UiState {
-        host: info.host.clone(),
-        kernel: info.kernel.clone(),
+        host: show(&info.host).into_owned(),
+        kernel: show(&info.kernel).into_owned(),
         started_unix_ms: info.started_unix_ms,
-        notes,
+        notes: notes.iter().map(|n| show(n).into_owned()).collect(),
         filter: options
             .pids
             .iter()
@@ -69,7 +71,7 @@ pub async fn run_captioned(
 ) -> Result<()> {
     let mut notes = pipeline.notes();
     if let Some(path) = &options.replay {
-        notes.insert(0, format!("replaying {}", path.display()));
+        notes.insert(0, format!("replaying {}", names::path(path)));
     }
     let mut ui = initial_ui(options, pipeline.info(), notes);
     ui.message = startup;
@@ -166,12 +168,12 @@ impl App {
                 self.clear_board();
                 self.ui.caption = Some(caption);
             }
-            Fed::Ended(note) => self.ui.notes = vec![note],
+            Fed::Ended(note) => self.ui.notes = vec![show(&note).into_owned()],
             Fed::Run { info, notes, fresh } => {
-                self.ui.host = info.host;
-                self.ui.kernel = info.kernel;
+                self.ui.host = show(&info.host).into_owned();
+                self.ui.kernel = show(&info.kernel).into_owned();
                 self.ui.started_unix_ms = info.started_unix_ms;
-                self.ui.notes = notes;
+                self.ui.notes = notes.iter().map(|n| show(n).into_owned()).collect();
                 if fresh {
                     // The old run's intervals are not this one's past.
                     self.history = History::default();
@@ -181,7 +183,10 @@ impl App {
                     self.settle();
                 }
             }
-            Fed::Link(link) => {
+            Fed::Link(mut link) => {
+                if let Link::Lost { why } = &mut link {
+                    *why = show(why).into_owned();
+                }
                 // What the key line said (where it attached) gives way to why it is lost.
                 if matches!(link, Link::Lost { .. }) {
                     self.ui.message = None;
@@ -315,7 +320,7 @@ impl Front for LiveFront {
 
     fn ended(&mut self) -> Result<pipeline::Flow> {
         let note = match &self.replay {
-            Some(path) => format!("end of the recording {} (q quits)", path.display()),
+            Some(path) => format!("end of the recording {} (q quits)", names::path(path)),
             None => "no more intervals (q quits)".to_string(),
         };
         // The view stays until q.
