@@ -56,6 +56,8 @@ pub struct Aggregator {
     summed: SummedBook,
     /// `vm.dirty_*` as last read.
     dirty_settings: Option<DirtySettings>,
+    /// Each process's latency when its disk was its own.
+    baselines: super::baseline::Baselines,
     received: u64,
     received_total: u64,
     bad: u64,
@@ -85,6 +87,7 @@ impl Aggregator {
             throttle: ThrottleBook::default(),
             summed: SummedBook::default(),
             dirty_settings: None,
+            baselines: super::baseline::Baselines::default(),
             received: 0,
             received_total: 0,
             bad: 0,
@@ -174,6 +177,7 @@ impl Aggregator {
         }
         self.take_dstate_time(sample);
         self.take_throttling(sample);
+        self.procs.asked(&sample.proc_reads, &sample.file_names);
         self.procs.settle_unseen_exits();
         let interval_ns = sample.now_ns.saturating_sub(self.last_tick_ns);
         let elapsed_ns = sample.now_ns.saturating_sub(self.start_ns);
@@ -216,6 +220,7 @@ impl Aggregator {
             &|dev: Dev| honours_fua.contains(&dev),
         );
         let dstate = self.dstate.tasks(sample.now_ns, &sample.dstate_now);
+        let baselines = self.baselines.observe(&procs, sample.now_ns);
         let fresh = findings::detect(&Scene {
             now_ns: sample.now_ns,
             interval_ns,
@@ -225,6 +230,7 @@ impl Aggregator {
             dstate: &dstate,
             page_size: sample.page_size,
             dirty_settings: self.dirty_settings,
+            baselines: &baselines,
         });
         let findings = self.findings.update(sample.now_ns, fresh);
         let waiting = self.ledger.with_open_calls();
@@ -233,6 +239,7 @@ impl Aggregator {
             .evict(sample.now_ns, |tgid| waiting.contains(&tgid))
         {
             self.dstate.forget_process(tgid);
+            self.baselines.forget(tgid);
         }
         Snapshot {
             seq: self.seq,

@@ -20,6 +20,8 @@ pub enum FindingKind {
     IoThrottled,
     DirtyThrottled,
     EmptySyncs,
+    NoisyNeighbour,
+    ReadAmplification,
 }
 
 impl FindingKind {
@@ -38,10 +40,12 @@ impl FindingKind {
             Self::IoThrottled => "io_throttled",
             Self::DirtyThrottled => "dirty_throttled",
             Self::EmptySyncs => "empty_syncs",
+            Self::NoisyNeighbour => "noisy_neighbour",
+            Self::ReadAmplification => "read_amplification",
         }
     }
 
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 14] = [
         Self::SubBlockTailWrite,
         Self::WriteAmplification,
         Self::UnalignedDirectIo,
@@ -54,6 +58,8 @@ impl FindingKind {
         Self::IoThrottled,
         Self::DirtyThrottled,
         Self::EmptySyncs,
+        Self::NoisyNeighbour,
+        Self::ReadAmplification,
     ];
 }
 

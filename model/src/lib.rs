@@ -7,6 +7,7 @@
 //! reproduce a live run exactly.
 
 mod aggregator;
+pub mod baseline;
 mod disks;
 mod dstate;
 mod finding;
@@ -30,16 +31,16 @@ pub use input::{
     BlockIo, CgroupInfo, Comm, CpuJiffies, DStateEpisode, DStateNow, Dev, DioCall, DioCallTotals,
     Dirtier, DirtyPauseTotals, DirtySettings, DiskGeometry, DiskStat, DiskTotals, FileKey, FileRef,
     HostSample, Input, IoLimit, IoLimits, KernelCounters, KernelSample, LimitKind, LoadAvg,
-    NoStack, Op, ProcDiskTotals, ProcessExit, SampleKind, SelfCost, SyncCall, SyncKind,
-    WakeupStack,
+    NoStack, Op, ProcDiskTotals, ProcReadTotals, ProcessExit, SampleKind, SelfCost, SyncCall,
+    SyncKind, WakeupStack,
 };
 pub use ledger::{GRACE_NS, SETTLE_NS};
 pub use procs::Settings;
 pub use snapshot::{
     CallDisk, CallFigures, CallLatency, CgroupSum, DStateEpisodeRow, DStateTask, DioFigures,
     DirtyFigures, DiskFigures, DiskRow, EventStats, HostFigures, NO_CGROUP, Party, ProcDeviceRow,
-    ProcFigures, ProcRow, SiteCounts, Snapshot, SyncCallRow, SyncFigures, SyncPopulation,
-    SyncedFiles, WaitFigures, Waits, cgroups, wait_site,
+    ProcFigures, ProcRow, ReadFigures, SiteCounts, Snapshot, SyncCallRow, SyncFigures,
+    SyncPopulation, SyncedFiles, WaitFigures, Waits, cgroups, wait_site,
 };
 
 /// A hash map with a fast hash, for the maps every event touches (keys are pids, device

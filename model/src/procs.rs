@@ -7,16 +7,19 @@ use std::collections::{BTreeMap, VecDeque};
 use iotop_bpf_common::block::{OP_COUNT, OP_DISCARD, OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE};
 
 use super::{
-    BlockIo, Comm, Dev, DioCall, IoLimits, Op, ProcDiskTotals, SyncCall,
+    BlockIo, Comm, Dev, DioCall, IoLimits, Op, ProcDiskTotals, ProcReadTotals, SyncCall,
     hist::Histogram,
     ledger::{Charge, SettledSync},
     patterns::{DioGeometry, PatternStats},
     snapshot::DirtyFigures,
-    sync::{Parties, SyncPeriod},
+    sync::{Commits, Parties, SyncPeriod},
     throttle::{CallDelta, CallHist, DirtyState, MIN_OWN_REQUESTS, PauseDelta},
 };
 
+mod reads;
 mod rows;
+
+pub(crate) use reads::FileNames;
 
 /// Knobs of the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +56,8 @@ pub(super) struct OpCounts {
     bytes: [u64; OP_COUNT],
     /// Writes with the FUA flag.
     fua_writes: u64,
+    /// Time on the device, summed.
+    device_ns: u64,
 }
 
 impl OpCounts {
@@ -63,6 +68,7 @@ impl OpCounts {
             self.requests[op] += sums.requests[i];
             self.bytes[op] = self.bytes[op].saturating_add(sums.bytes[i]);
         }
+        self.device_ns = self.device_ns.saturating_add(sums.device_ns);
     }
 
     fn add(&mut self, io: &BlockIo) {
@@ -72,6 +78,7 @@ impl OpCounts {
         if io.op == Op::Write && io.is_fua() {
             self.fua_writes += 1;
         }
+        self.device_ns = self.device_ns.saturating_add(io.device_ns());
     }
     fn merge(&mut self, other: &Self) {
         for op in 0..OP_COUNT {
@@ -79,6 +86,7 @@ impl OpCounts {
             self.bytes[op] = self.bytes[op].saturating_add(other.bytes[op]);
         }
         self.fua_writes += other.fua_writes;
+        self.device_ns = self.device_ns.saturating_add(other.device_ns);
     }
     fn others(&self) -> u64 {
         self.requests[OP_FLUSH as usize]
@@ -143,6 +151,7 @@ struct ProcPeriod {
     /// Direct I/O calls per disk (empty for a process without any).
     calls: Vec<CallPeriod>,
     dirty: DirtyFigures,
+    reads: reads::ReadPeriod,
 }
 
 /// Write-back between dirtiers and flushers over a period: a flusher's request to write a
@@ -185,6 +194,7 @@ impl ProcPeriod {
         self.latencies.add_summed(sums);
         self.devices.entry(sums.dev).or_default().add_summed(sums);
         self.patterns.add_summed(sums);
+        self.reads.add_summed(sums);
     }
 
     fn merge(&mut self, other: &Self) {
@@ -198,6 +208,7 @@ impl ProcPeriod {
         self.dstate_ns = self.dstate_ns.saturating_add(other.dstate_ns);
         self.patterns.merge(&other.patterns);
         self.writeback.merge(&other.writeback);
+        self.reads.merge(&other.reads);
         for call in &other.calls {
             match self.calls.iter_mut().find(|c| c.disk == call.disk) {
                 Some(mine) => {
@@ -248,6 +259,10 @@ struct ProcState {
     /// Its cgroup's I/O limits, as last looked up.
     io_limits: Option<IoLimits>,
     dirty_state: Option<DirtyState>,
+    /// Its threads' latest commits, to judge a commit record with its data.
+    commits: Commits,
+    /// Its /proc read totals at the previous sample.
+    asked_before: Option<reads::AskedBefore>,
 }
 
 impl ProcState {
@@ -267,6 +282,8 @@ impl ProcState {
             cgroup: 0,
             io_limits: None,
             dirty_state: None,
+            commits: Commits::default(),
+            asked_before: None,
         }
     }
 
@@ -317,6 +334,8 @@ pub(super) struct ProcBook {
     /// Exits, this interval, of processes without a row then: a writer or a task in D known
     /// only from the kernel's sums gets its row at the interval's end, after its exit.
     unseen_exits: Vec<(u32, u64)>,
+    /// Paths of the files readahead reads read.
+    file_names: FileNames,
 }
 
 /// Exits of processes without a row remembered per interval at most.
@@ -328,6 +347,7 @@ impl ProcBook {
             settings,
             procs: FastMap::default(),
             unseen_exits: Vec::new(),
+            file_names: FileNames::default(),
         }
     }
 
@@ -363,6 +383,7 @@ impl ProcBook {
         proc.interval
             .patterns
             .add_request(io, sequential, &proc.dio_geometry);
+        proc.interval.reads.add(io, sequential);
         if let Some(dirtier) = io.dirtier
             && dirtier.tgid != io.tgid
         {
@@ -378,6 +399,16 @@ impl ProcBook {
                 .writeback
                 .written_by
                 .add(io.tgid, io.comm, bytes);
+        }
+    }
+
+    /// What processes that read asked for (/proc), and the names of the files read ahead.
+    pub(super) fn asked(&mut self, totals: &[ProcReadTotals], names: &[(crate::FileKey, String)]) {
+        self.file_names.learn(names);
+        for now in totals {
+            if let Some(proc) = self.procs.get_mut(&now.tgid) {
+                reads::take_asked(&mut proc.asked_before, now, &mut proc.interval.reads);
+            }
         }
     }
 
@@ -455,7 +486,7 @@ impl ProcBook {
         let Some(proc) = self.procs.get_mut(&sync.call.tgid) else {
             return;
         };
-        proc.interval.sync.add_settled(sync);
+        proc.interval.sync.add_settled(sync, &mut proc.commits);
         if let Some(recent) = proc
             .recent_syncs
             .iter_mut()

@@ -169,6 +169,30 @@ pub struct ProcFigures {
     pub wrote_back_for: Vec<Party>,
     /// Its direct I/O calls and dirty-throttling pauses: the waits its requests do not show.
     pub waits: Waits,
+    /// Its reads against what it asked for (read amplification).
+    #[serde(default)]
+    pub read_demand: ReadFigures,
+}
+
+/// A process's reads against what it asked for: the device's read requests (readahead
+/// ones per file) and, from /proc, its major faults and the bytes its read calls returned.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadFigures {
+    /// Read requests, and those that began where its previous request to the disk ended.
+    pub requests: u64,
+    pub sequential: u64,
+    /// Readahead reads (`REQ_RAHEAD`): the page cache reading ahead of, or around, a page
+    /// asked for.
+    pub readahead_requests: u64,
+    pub readahead_bytes: u64,
+    /// Readahead bytes per file (path, else `inode N on M:m`), the most read first.
+    pub files: Vec<(String, u64)>,
+    /// Page faults that had to read, and the bytes its read calls returned (from /proc;
+    /// `asked_known` false: not sampled, e.g. a process that started before the probes and
+    /// was first seen this interval).
+    pub major_faults: u64,
+    pub read_call_bytes: u64,
+    pub asked_known: bool,
 }
 
 impl ProcFigures {
@@ -322,6 +346,10 @@ pub struct ProcDeviceRow {
     pub fua_writes: u64,
     /// The disk honours FUA itself (`queue/fua`).
     pub fua_supported: bool,
+    /// Time its requests spent on the device (issue to completion), summed: its share of the
+    /// disk's busy time.
+    #[serde(default)]
+    pub device_ns: u64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]

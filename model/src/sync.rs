@@ -4,6 +4,10 @@
 
 use std::collections::BTreeMap;
 
+mod commit;
+pub(super) use commit::Commits;
+use commit::Role;
+
 use super::{
     Comm, Dev, SyncCall, SyncKind,
     hist::{Histogram, Latency},
@@ -41,6 +45,8 @@ pub(super) struct SyncPeriod {
     empty_files: FileTally,
     /// Cache flushes the empty settled calls issued.
     empty_flushes: u64,
+    /// Settled calls judged as part of the commit before them (`commit`).
+    commit_records: u64,
     /// Calls per disk of the synced file (the most synced first, a few kept).
     disks: Vec<(Dev, u64)>,
     /// The calls settled in the period, judged together (calls are settled up to
@@ -242,6 +248,16 @@ impl SyncPopulation {
         }
     }
 
+    /// A commit's record: its payload and cost are the commit's, which is counted already.
+    fn add_to_commit(&mut self, sync: &SettledSync, payload: u64) {
+        self.payload_bytes += payload;
+        self.payload_writes += sync.call.window_writes;
+        self.flushes += sync.own_flushes + sync.charged_flushes;
+        self.own_bytes += sync.own_bytes;
+        self.ahead_bytes += sync.ahead_bytes;
+        self.charged_bytes += sync.charged_bytes;
+    }
+
     fn merge(&mut self, other: &Self) {
         if other.calls == 0 {
             return;
@@ -283,10 +299,22 @@ fn judged(kind: SyncKind) -> bool {
     kind.is_durable() && kind.commits_journal()
 }
 
-/// Whether a settled call made less than one filesystem block durable (it still writes at
-/// least a whole block). A call on a filesystem of unknown block size is never small.
-fn is_small(call: &SyncCall) -> bool {
-    call.fs_block_size != 0 && call.window_bytes < u64::from(call.fs_block_size)
+/// Whether a settled call made less than one filesystem block durable (`window`: see
+/// [`window_of`]; it still writes at least a whole block). A call on a filesystem of unknown
+/// block size is never small.
+fn is_small(call: &SyncCall, window: u64) -> bool {
+    call.fs_block_size != 0 && window < u64::from(call.fs_block_size)
+}
+
+/// What a settled call made durable of what its process wrote: the bytes written to its file
+/// since its previous sync; for `msync`, which has no fd and no write calls (the process
+/// stores into the mapping), the dirty pages of its range, which it wrote itself.
+fn window_of(sync: &SettledSync) -> u64 {
+    if sync.call.kind == SyncKind::Msync {
+        sync.own_bytes
+    } else {
+        sync.call.window_bytes
+    }
 }
 
 impl SyncPeriod {
@@ -324,8 +352,8 @@ impl SyncPeriod {
         self.disks.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
-    /// The call's cost, once settled.
-    pub(super) fn add_settled(&mut self, sync: &SettledSync) {
+    /// The call's cost, once settled; `commits` is its process's latest commit per thread.
+    pub(super) fn add_settled(&mut self, sync: &SettledSync, commits: &mut Commits) {
         if !judged(sync.call.kind) {
             // Its writes were the process's own doing, started by the call.
             self.in_sync_write_bytes += sync.own_bytes;
@@ -337,9 +365,10 @@ impl SyncPeriod {
         let flushes_writeouts = std::mem::take(&mut self.writeouts_pending) > 0;
         // A directory's payload (its entries) is no write a window counts.
         let measured = sync.call.kind.payload_measured() && !sync.call.dir;
+        let window = window_of(sync);
         // A commit with nothing of its own that made the write-outs of sync_file_range
         // durable (git's batch flush): those are its payload.
-        let flushed_ahead = measured && sync.call.window_bytes == 0 && sync.ahead_bytes > 0;
+        let flushed_ahead = measured && window == 0 && sync.ahead_bytes > 0;
         let payload = if sync.call.dir {
             // A name made durable is no data: its cost (the log tree's on btrfs) must not
             // pass for payload and make a storm of tiny commits look like big ones.
@@ -347,10 +376,11 @@ impl SyncPeriod {
         } else if flushed_ahead {
             sync.ahead_bytes
         } else if measured {
-            sync.call.window_bytes
+            window
         } else {
             sync.own_bytes
         };
+        let role = commits.role(sync, (measured || sync.call.dir).then_some(payload));
         self.settled.add(&sync.call, payload);
         *self.settled_kinds.entry(sync.call.kind).or_default() += 1;
         if let Some(name) = sync.call.file.name() {
@@ -371,7 +401,11 @@ impl SyncPeriod {
         }
         // What was written ahead counted when its sync_file_range settled.
         self.in_sync_write_bytes += sync.own_bytes - sync.ahead_bytes;
-        if sync.call.dir {
+        if role == Role::Companion {
+            // Its commit's record: judged with the data it commits (a large commit).
+            self.commit_records += 1;
+            self.large.add_to_commit(sync, payload);
+        } else if sync.call.dir {
             self.dirs.add(sync, payload);
         } else if !measured {
             self.unmeasured.add(sync, sync.call.window_bytes);
@@ -381,18 +415,18 @@ impl SyncPeriod {
             } else {
                 self.large.add(sync, payload);
             }
-        } else if sync.call.window_bytes == 0 && flushes_writeouts {
+        } else if window == 0 && flushes_writeouts {
             // Nothing of its own, but it makes the write-back started before durable (of
             // files the probes did not name): its payload is theirs, which no window of its
             // file measures.
             self.unmeasured.add(sync, 0);
-        } else if sync.call.window_bytes == 0 {
+        } else if window == 0 {
             self.empty += 1;
             self.empty_flushes += sync.own_flushes + sync.charged_flushes;
             if let Some(name) = sync.call.file.name() {
                 self.empty_files.add(&name, 1);
             }
-        } else if is_small(&sync.call) {
+        } else if is_small(&sync.call, window) {
             self.small.add(sync, payload);
             if let Some(name) = sync.call.file.name() {
                 self.small_files.add(&name, 1);
@@ -438,6 +472,7 @@ impl SyncPeriod {
         self.dirs.merge(&other.dirs);
         self.empty += other.empty;
         self.empty_flushes += other.empty_flushes;
+        self.commit_records += other.commit_records;
         self.empty_files.merge(&other.empty_files);
         self.in_sync_write_bytes += other.in_sync_write_bytes;
         if other.fs_block_size != 0 {
@@ -493,6 +528,7 @@ impl SyncPeriod {
             dirs: self.dirs,
             empty: self.empty,
             empty_flushes: self.empty_flushes,
+            commit_records: self.commit_records,
             empty_files: self.empty_files.top.clone(),
             in_sync_write_bytes: self.in_sync_write_bytes,
             charged_write_bytes: self.charged_from.total(),

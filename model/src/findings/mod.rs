@@ -17,6 +17,8 @@ mod empty_syncs;
 pub mod io_throttled;
 mod latency_shape;
 mod long_d_state;
+mod noisy_neighbour;
+mod read_amplification;
 mod sub_block_tail_write;
 mod sync_storm;
 mod unaligned_direct_io;
@@ -83,6 +85,8 @@ pub struct Scene<'a> {
     pub page_size: u32,
     /// `vm.dirty_*`, as last read (when a process was paused).
     pub dirty_settings: Option<DirtySettings>,
+    /// The latency each process saw when its disk was its own (`noisy_neighbour`).
+    pub baselines: &'a [crate::baseline::Baseline],
 }
 
 impl Scene<'_> {
@@ -106,7 +110,7 @@ impl Scene<'_> {
 }
 
 /// Detectors that judge one process at a time.
-const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 7] = [
+const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 8] = [
     sub_block_tail_write::check,
     write_amplification::check,
     unaligned_direct_io::check,
@@ -114,6 +118,7 @@ const PER_PROCESS: [fn(&Scene, &ProcRow) -> Option<Finding>; 7] = [
     empty_syncs::check,
     io_throttled::check,
     dirty_throttled::check,
+    read_amplification::check,
 ];
 
 /// Runs every detector on one interval.
@@ -133,6 +138,7 @@ pub fn detect(scene: &Scene) -> Vec<Finding> {
     found.extend(disk_patterns::detect(scene));
     found.extend(latency_shape::detect(scene));
     found.extend(long_d_state::detect(scene));
+    found.extend(noisy_neighbour::detect(scene));
     found
 }
 

@@ -69,7 +69,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         .map_or_else(|| "the journal".to_string(), |p| p.comm.clone());
     let kind = s.kind;
     let block = small.fs_block_size;
-    let mut populations = describe(kind, small, large, &journal);
+    let mut populations = describe(kind, small, large, s.commit_records, &journal);
     if s.dirs.calls > 0 {
         populations.push_str(&format!(
             "; and {} directory {kind}s at {} each",
@@ -252,8 +252,14 @@ fn fix(s: &SyncFigures) -> String {
 
 /// "199 of 200 fsyncs made 128 B durable at 131x (4 KiB own + 12.4 KiB by jbd2/loop0-8
 /// each); 1 of 200 made 2 MiB durable at 1.1x".
-fn describe(kind: &str, small: &SyncPopulation, large: &SyncPopulation, journal: &str) -> String {
-    let all = small.calls + large.calls;
+fn describe(
+    kind: &str,
+    small: &SyncPopulation,
+    large: &SyncPopulation,
+    records: u64,
+    journal: &str,
+) -> String {
+    let all = small.calls + large.calls + records;
     let payload = |p: &SyncPopulation| {
         if p.min_payload == p.max_payload {
             quantity::bytes(p.max_payload)
@@ -285,6 +291,11 @@ fn describe(kind: &str, small: &SyncPopulation, large: &SyncPopulation, journal:
             large.calls,
             payload(large),
             quantity::times(large.amplification().unwrap_or(0.0)),
+        ));
+    }
+    if records > 0 {
+        text.push_str(&format!(
+            "; {records} right after a large one, judged with it"
         ));
     }
     text

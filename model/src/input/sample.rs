@@ -196,6 +196,29 @@ pub struct KernelSample {
     /// Their sums per (process, disk), cumulative (empty while never aggregating).
     #[serde(default)]
     pub proc_disks: Vec<ProcDiskTotals>,
+    /// What the processes that read from a disk in the interval asked for, cumulative, from
+    /// /proc (recordings made before it replay without it: no read amplification judged).
+    #[serde(default)]
+    pub proc_reads: Vec<ProcReadTotals>,
+    /// The paths of the files readahead reads read in the interval (the feed names them from
+    /// the readers' open fds and mappings).
+    #[serde(default)]
+    pub file_names: Vec<(crate::FileKey, String)>,
+}
+
+/// What a process asked to read, cumulative since it started (`/proc/PID/stat`'s major
+/// faults, `/proc/PID/io`'s `rchar`): set against what its reads cost the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcReadTotals {
+    pub tgid: u32,
+    /// Page faults that had to read (each asked for a page; the kernel read around it).
+    pub major_faults: u64,
+    /// Bytes its read system calls returned (read, pread64, readv, sendfile,
+    /// copy_file_range; from the page cache or not).
+    pub read_chars: u64,
+    /// It started after the probes did: its totals are all within the run, and its first
+    /// sample counts from zero.
+    pub young: bool,
 }
 
 /// Host-wide figures for the header, raw as the kernel prints them: cumulative (CPU jiffies)

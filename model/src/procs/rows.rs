@@ -3,7 +3,7 @@
 
 use iotop_bpf_common::block::{OP_READ, OP_WRITE};
 
-use super::{ProcBook, ProcPeriod};
+use super::{FileNames, ProcBook, ProcPeriod};
 use crate::{
     CgroupInfo, Dev,
     hist::Latency,
@@ -48,7 +48,7 @@ impl ProcPeriod {
     }
 
     /// `fua`: whether a disk honours FUA itself.
-    fn figures(&self, fua: &impl Fn(Dev) -> bool) -> ProcFigures {
+    fn figures(&self, fua: &impl Fn(Dev) -> bool, names: &FileNames) -> ProcFigures {
         let c = &self.counts;
         ProcFigures {
             reads: c.requests[OP_READ as usize],
@@ -81,6 +81,7 @@ impl ProcPeriod {
             wrote_back_bytes: self.writeback.wrote_for.total(),
             wrote_back_for: self.writeback.wrote_for.figures(),
             waits: Waits::new(self.call_figures(), self.dirty),
+            read_demand: self.reads.figures(names),
         }
     }
 
@@ -102,6 +103,7 @@ impl ProcPeriod {
                 write_bytes: c.bytes[OP_WRITE as usize],
                 fua_writes: c.fua_writes,
                 fua_supported: fua(dev),
+                device_ns: c.device_ns,
             })
             .collect()
     }
@@ -118,12 +120,13 @@ impl ProcBook {
         disk_p99: &impl Fn(Dev) -> Option<u64>,
         fua: &impl Fn(Dev) -> bool,
     ) -> Vec<ProcRow> {
+        let names = &self.file_names;
         let mut rows: Vec<ProcRow> = self
             .procs
             .iter_mut()
             .filter_map(|(&tgid, state)| {
                 state.judge_calls(disk_p99);
-                let interval = state.interval.figures(fua);
+                let interval = state.interval.figures(fua, names);
                 if state.exit_reported && interval.is_quiet() {
                     // Waiting for its calls to settle: a row per interval for each of the
                     // thousands a second a fork-heavy host ends would be most of the snapshot.
@@ -141,7 +144,7 @@ impl ProcBook {
                     cgroup: cgroup_of(state.cgroup),
                     since_start: state
                         .closed_before
-                        .then(|| Box::new(state.total.figures(fua))),
+                        .then(|| Box::new(state.total.figures(fua, names))),
                     interval,
                     devices,
                     recent_syncs: state

@@ -138,6 +138,10 @@ pub struct SyncFigures {
     pub empty: u64,
     /// Cache flushes the empty calls cost anyway (a clean file's fsync still flushes).
     pub empty_flushes: u64,
+    /// Settled calls judged with the commit before them: a commit record made durable right
+    /// after the data it points at (LMDB's meta page, bbolt's), in the large population.
+    #[serde(default)]
+    pub commit_records: u64,
     /// The files of the empty calls, most first.
     pub empty_files: Vec<(String, u64)>,
     /// Bytes of write requests the process created while inside its sync calls.

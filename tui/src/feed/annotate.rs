@@ -2,7 +2,7 @@
 //! stacks know, as each record is drained.
 
 use super::{mounts, procfs, stacks};
-use crate::model::{FileRef, Input};
+use crate::model::{FileRef, Input, SyncKind};
 
 /// Adds what the kernel maps, /proc and sysfs know: kernel threads, the file behind a sync
 /// call's fd and its filesystem's block size, a direct I/O call's file and geometry, a D
@@ -48,6 +48,16 @@ pub(super) fn annotate(
         }
         Input::Block(io) => io.kernel_thread = procs.is_kernel_thread(io.tgid),
         Input::Sync(call) => {
+            // msync has no fd: its range's mapping names the file.
+            if call.kind == SyncKind::Msync
+                && call.addr != 0
+                && let Some(mapped) = procs.mapped_file(call.tgid, call.addr, now_ns)
+            {
+                call.fs_dev = Some(mapped.dev);
+                call.ino = mapped.ino;
+                procs.remember_inode_path(mapped.dev, mapped.ino, &mapped.path);
+                call.file = FileRef::Path(mapped.path);
+            }
             let fs_dev = if let Some(fd) = call.fd {
                 let expect = call
                     .fs_dev

@@ -12,6 +12,7 @@ mod io_controls;
 mod kallsyms;
 mod mounts;
 mod procfs;
+mod readers;
 pub mod recording;
 mod self_cost;
 mod stacks;
@@ -70,6 +71,8 @@ pub struct LiveFeed {
     /// (tgid, comm, stack from /proc), until they leave D.
     in_d_at_start: std::collections::HashMap<u32, (u32, String, Vec<String>)>,
     procs: procfs::ProcCache,
+    /// The processes that read, and the files read ahead, since the last sample.
+    readers: readers::Readers,
     block_sizes: mounts::BlockSizes,
     mounts: mounts::MountWatch,
     /// Processes that exited since the last sample: their per-process kernel map entries go
@@ -142,6 +145,7 @@ impl LiveFeed {
             dstate_time,
             in_d_at_start,
             procs: procfs::ProcCache::default(),
+            readers: readers::Readers::default(),
             block_sizes: mounts::BlockSizes::default(),
             mounts: mounts::MountWatch::open(),
             exited: Vec::new(),
@@ -240,6 +244,9 @@ impl LiveFeed {
                         &mut input,
                         now_ns,
                     );
+                    if let Input::Block(io) = &input {
+                        self.readers.saw(io, now_ns);
+                    }
                     sink(input);
                 }
                 Err(_) => bad += 1,
@@ -313,6 +320,7 @@ impl LiveFeed {
         // the next one, from this one's rate.
         let aggregating = self.aggregation.on();
         let proc_disks = self.aggregation.sums(&self.exited);
+        let (proc_reads, file_names) = self.readers.sample(&proc_disks, &mut self.procs);
         let requests: u64 = disks.iter().map(|d| d.requests.iter().sum::<u64>()).sum();
         if let Err(e) =
             self.aggregation
@@ -357,6 +365,8 @@ impl LiveFeed {
             schedulers,
             aggregating,
             proc_disks,
+            proc_reads,
+            file_names,
         }
     }
 }

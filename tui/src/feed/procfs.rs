@@ -81,6 +81,71 @@ pub struct ProcCache {
     /// (fs device, inode) -> the path a process had it open as: names the files of
     /// processes gone before their fds could be read.
     inode_paths: FastMap<(Dev, u64), String>,
+    /// (tgid, address) -> the file mapped there, and when it was looked up.
+    mappings: FastMap<(u32, u64), (Option<MappedFile>, u64)>,
+}
+
+/// A file mapped into a process: its path, its filesystem's device and its inode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappedFile {
+    pub path: String,
+    pub dev: Dev,
+    pub ino: u64,
+}
+
+/// The file mapped at `addr` in a /proc/PID/maps text (`start-end perms offset maj:min inode
+/// path`, the device in hex); `None` for an anonymous or unmapped address.
+pub fn mapped_at(maps: &str, addr: u64) -> Option<MappedFile> {
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (
+            u64::from_str_radix(start, 16).ok()?,
+            u64::from_str_radix(end, 16).ok()?,
+        );
+        if !(start..end).contains(&addr) {
+            return None;
+        }
+        let _perms = fields.next()?;
+        let _offset = fields.next()?;
+        let (major, minor) = fields.next()?.split_once(':')?;
+        let ino: u64 = fields.next()?.parse().ok()?;
+        // The path is the rest of the line (it may hold spaces).
+        let path = line
+            .split_whitespace()
+            .skip(5)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let dev = Dev::new(
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        (ino != 0 && path.starts_with('/')).then(|| MappedFile {
+            path: path.trim_end_matches(" (deleted)").to_string(),
+            dev,
+            ino,
+        })
+    })
+}
+
+/// The path of inode `ino` on `dev` among a /proc/PID/maps text's mapped files.
+pub fn mapped_path(maps: &str, dev: Dev, ino: u64) -> Option<String> {
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace().skip(3);
+        let (major, minor) = fields.next()?.split_once(':')?;
+        let found: u64 = fields.next()?.parse().ok()?;
+        let at = Dev::new(
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        let path = line
+            .split_whitespace()
+            .skip(5)
+            .collect::<Vec<_>>()
+            .join(" ");
+        (found == ino && at == dev && path.starts_with('/'))
+            .then(|| path.trim_end_matches(" (deleted)").to_string())
+    })
 }
 
 impl ProcCache {
@@ -196,6 +261,24 @@ impl ProcCache {
         found
     }
 
+    /// The file `tgid` has mapped at `addr` (an msync's range), looked up at most once a
+    /// second per address.
+    pub fn mapped_file(&mut self, tgid: u32, addr: u64, now_ns: u64) -> Option<MappedFile> {
+        if let Some((file, at)) = self.mappings.get(&(tgid, addr))
+            && now_ns.saturating_sub(*at) < FD_TTL_NS
+        {
+            return file.clone();
+        }
+        if self.mappings.len() > MAX_CACHED {
+            self.mappings.clear();
+        }
+        let file = fs::read_to_string(format!("/proc/{tgid}/maps"))
+            .ok()
+            .and_then(|maps| mapped_at(&maps, addr));
+        self.mappings.insert((tgid, addr), (file.clone(), now_ns));
+        file
+    }
+
     /// The path some process had inode `ino` of `dev` open as, recently.
     pub fn path_of_inode(&self, dev: Dev, ino: u64) -> Option<String> {
         self.inode_paths.get(&(dev, ino)).cloned()
@@ -216,6 +299,7 @@ impl ProcCache {
         self.kernel_threads.remove(&tgid);
         self.fds.retain(|(t, _), _| *t != tgid);
         self.inodes.retain(|(t, _, _), _| *t != tgid);
+        self.mappings.retain(|(t, _), _| *t != tgid);
     }
 }
 
@@ -251,6 +335,33 @@ mod tests {
                 .iter()
                 .all(|(tid, _, _)| *tid != std::process::id())
         );
+    }
+
+    #[test]
+    fn an_address_names_the_file_mapped_there() {
+        let maps = "55d0a0000000-55d0a0021000 r--p 00000000 fe:01 131 /usr/bin/python3.11\n\
+                    7f00aa000000-7f00ba000000 rw-s 00000000 07:01 12 /mnt/db/my data.mdb\n\
+                    7f00ba000000-7f00ba001000 rw-p 00000000 00:00 0 \n\
+                    7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
+        assert_eq!(
+            mapped_at(maps, 0x7f00_aa00_1000),
+            Some(MappedFile {
+                path: "/mnt/db/my data.mdb".into(),
+                dev: Dev::new(7, 1),
+                ino: 12
+            })
+        );
+        assert_eq!(mapped_at(maps, 0x7f00_ba00_0000), None, "anonymous");
+        assert_eq!(mapped_at(maps, 0x7ffd_0000_0010), None, "the stack");
+        assert_eq!(mapped_at(maps, 0x10), None, "unmapped");
+        assert_eq!(mapped_at("garbage\n1-2 x\n", 1), None);
+        // Our own mapping of a file, through /proc.
+        let mut cache = ProcCache::default();
+        let exe = fs::read_to_string("/proc/self/maps").unwrap();
+        let first = exe.lines().next().unwrap();
+        let start = u64::from_str_radix(first.split('-').next().unwrap(), 16).unwrap();
+        let found = cache.mapped_file(std::process::id(), start, 0).unwrap();
+        assert!(found.path.starts_with('/'), "{found:?}");
     }
 
     #[test]

@@ -7,7 +7,9 @@ use crate::{
 };
 
 mod cadence;
+mod commit;
 mod empty_syncs;
+mod reads;
 mod requests;
 mod sync_storm;
 mod write_amplification;

@@ -96,14 +96,15 @@ fn small_writes_each_followed_by_fsync_are_named() {
 fn a_big_record_every_200th_does_not_hide_the_small_ones() {
     // lab001 as the workshop ships it: 2 MiB every 200th record. By bytes the 2 MiB records
     // dominate (the interval's mean payload per sync is ~10 KiB); by calls, 199 of 200 syncs
-    // make 128 bytes durable at ~96x.
+    // make 128 bytes durable at ~96x (the two right after each big one are judged with it,
+    // as a commit record would be).
     let found = lab001_mixed(128, SyncKind::Fsync, 800, Some(200)).findings();
     let wa = of_kind(&found, FindingKind::WriteAmplification);
     assert_eq!(wa.len(), 1, "{found:?}");
     let f = wa[0];
     assert!(
         f.summary
-            .contains("796 of 800 fsyncs made 128 B durable at 96x"),
+            .contains("790 of 800 fsyncs made 128 B durable at 96x"),
         "{}",
         f.summary
     );

@@ -92,6 +92,11 @@ pub struct Process<'a> {
     /// 0-1 KiB bucket).
     pub write_sizes: Vec<SizeCount>,
     pub read_sizes: Vec<SizeCount>,
+    /// Its reads against what it asked for: readahead reads (per file) and, from /proc, its
+    /// major faults and read-call bytes (what `read_amplification` judges). Left out for a
+    /// process without readahead reads whose asks were not sampled (most).
+    #[serde(skip_serializing_if = "ReadDemand::is_empty")]
+    pub read_demand: ReadDemand<'a>,
     /// Its direct I/O calls that are not 4 KiB-aligned, and the zeroing they cause.
     /// Left out for a process without any (most): 25 of them are most of a line.
     #[serde(skip_serializing_if = "DirectIo::is_empty")]
@@ -326,6 +331,28 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
             dstate_ms: f.dstate_ns / 1_000_000,
             devices: p.devices.iter().map(ProcessDevice::from).collect(),
             direct_io: (&f.dio).into(),
+            read_demand: ReadDemand {
+                readahead_reads: f.read_demand.readahead_requests,
+                readahead_bytes: f.read_demand.readahead_bytes,
+                sequential_reads: f.read_demand.sequential,
+                major_faults: f
+                    .read_demand
+                    .asked_known
+                    .then_some(f.read_demand.major_faults),
+                read_call_bytes: f
+                    .read_demand
+                    .asked_known
+                    .then_some(f.read_demand.read_call_bytes),
+                files: f
+                    .read_demand
+                    .files
+                    .iter()
+                    .map(|(path, bytes)| ReadFile {
+                        path,
+                        readahead_bytes: *bytes,
+                    })
+                    .collect(),
+            },
             write_sizes: f
                 .write_sizes
                 .iter()
@@ -360,6 +387,32 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                 })
                 .unwrap_or_default(),
         }
+    }
+}
+
+/// A process's reads against what it asked for.
+#[derive(Serialize)]
+pub struct ReadDemand<'a> {
+    pub readahead_reads: u64,
+    pub readahead_bytes: u64,
+    /// Read requests that began where its previous one on the disk ended.
+    pub sequential_reads: u64,
+    /// From /proc (null: not sampled over the whole interval).
+    pub major_faults: Option<u64>,
+    pub read_call_bytes: Option<u64>,
+    /// Readahead bytes per file, the most read first.
+    pub files: Vec<ReadFile<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct ReadFile<'a> {
+    pub path: &'a str,
+    pub readahead_bytes: u64,
+}
+
+impl ReadDemand<'_> {
+    fn is_empty(&self) -> bool {
+        self.readahead_reads == 0 && self.major_faults.is_none()
     }
 }
 

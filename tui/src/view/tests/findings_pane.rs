@@ -35,3 +35,62 @@ fn the_focused_pane_is_marked_before_a_row_is_selected() {
         );
     }
 }
+
+/// A noisy neighbour and a read amplification, as the model words them (texts of real runs),
+/// at the smallest screen: the line, then the finding's text with its fix.
+#[test]
+fn the_neighbour_and_the_reads_read_at_80x24_with_their_fix() {
+    use crate::model::findings::{FindingKind, Severity};
+    let mut snap = demo_snapshot();
+    let template = snap.findings[0].clone();
+    let mut neighbour = template.clone();
+    neighbour.kind = FindingKind::NoisyNeighbour;
+    neighbour.severity = Severity::Critical;
+    neighbour.tgid = Some(4242);
+    neighbour.comm = "python3".into();
+    neighbour.files = vec!["/srv/db/system.journal".into()];
+    neighbour.summary = "python3 (pid 4242) waits behind fio (pid 5151) on loop0: sync p50 \
+        11.2ms, 25x its 452us baseline; fio holds 97% of loop0's busy time (410 MiB/s written)"
+        .into();
+    neighbour.why = "fio's requests hold the disk: python3's wait in its queue behind them, \
+        and each of its flushes waits for their writes in the device's cache"
+        .into();
+    neighbour.fix = "throttle or re-prioritise fio (pid 5151): cgroup v2 io.max (a wbps/wiops \
+        limit on loop0) or a lower io.weight, or ionice -c3 under the BFQ scheduler; or move \
+        one of them to another disk"
+        .into();
+    let mut reads = template;
+    reads.kind = FindingKind::ReadAmplification;
+    reads.severity = Severity::Critical;
+    reads.tgid = Some(4343);
+    reads.comm = "python3".into();
+    reads.files = vec!["/srv/idx/index.dat".into()];
+    reads.summary = "python3 (pid 4343): 31x read amplification, 2999 page faults asked \
+        11.7 MiB, the device read 364 MiB in ~124 KiB readahead reads"
+        .into();
+    reads.fix = "madvise(MADV_RANDOM) on the mapping (LMDB: MDB_NORDAHEAD, readahead=False), \
+        or lower the device's read_ahead_kb; O_DIRECT where the program keeps a cache of its own"
+        .into();
+    snap.findings = vec![neighbour.clone(), reads.clone()];
+    let mut ui = ui();
+    ui.focus = Focus::Findings;
+    let screen = text(&draw(80, 24, &snap, &ui));
+    assert!(
+        screen.contains("‼ CRIT noisy_neighbour python3 pid 4242"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("‼ CRIT read_amplification python3 pid 4343"),
+        "{screen}"
+    );
+    for (finding, fix_start) in [
+        (&neighbour, "fix      throttle or re-prioritise fio"),
+        (&reads, "fix      madvise(MADV_RANDOM) on the mapping"),
+    ] {
+        ui.selected_finding = Some(crate::view::findings::GroupKey::of(finding));
+        ui.show_finding = true;
+        let screen = text(&draw(80, 24, &snap, &ui));
+        assert!(screen.contains(fix_start), "{screen}");
+        assert!(screen.contains("file     /srv/"), "{screen}");
+    }
+}
