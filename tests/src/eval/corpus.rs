@@ -512,4 +512,89 @@ pub const CORPUS: &[Workload] = &[
         file: "test_file",
         ..W
     },
+    Workload {
+        name: "lmdb-batched",
+        about: "LMDB (python3-lmdb, sync=True): 1,000 puts of 100 B per transaction, 3 s",
+        command: "/usr/bin/python3 \"$CORPUS/lmdb-commits.py\" batched 3",
+        filesystems: &[EXT4_4K, XFS_4K],
+        // Written before its first run: ~110 KiB of pages fdatasynced, then the ~100-byte
+        // meta page through an O_DSYNC fd, per transaction. Judged as one commit (~1.1x):
+        // nothing (call by call, the meta page's sync was a false CRIT write_amplification).
+        ..W
+    },
+    Workload {
+        name: "lmdb-per-record",
+        about: "LMDB (python3-lmdb, sync=True): one 100 B put per transaction, 3 s",
+        command: "/usr/bin/python3 \"$CORPUS/lmdb-commits.py\" per-record 3",
+        filesystems: &[EXT4_4K, XFS_4K],
+        // Written before its first run: a page or two fdatasynced, then the meta page's
+        // O_DSYNC write, hundreds of times a second: a storm of small commits on data.mdb.
+        expect: &[&["sync_storm", "write_amplification"]],
+        tolerate: &["flush_heavy"],
+        file: "data.mdb",
+        ..W
+    },
+    Workload {
+        name: "lmdb-writemap",
+        about: "LMDB (python3-lmdb, sync=True, writemap=True): one put per transaction, msync",
+        command: "/usr/bin/python3 \"$CORPUS/lmdb-commits.py\" writemap 3",
+        filesystems: &[EXT4_4K, XFS_4K],
+        // Written before its first run: msync(MS_SYNC) of the map's dirty pages, then of the
+        // meta page's, per transaction; none empty: a storm on data.mdb (the mapping's file).
+        expect: &[&["sync_storm"]],
+        tolerate: &["flush_heavy"],
+        file: "data.mdb",
+        checks: &[Check::Syncs],
+        ..W
+    },
+    Workload {
+        name: "mmap-lookups",
+        about: "python: 3,000 lookups at random pages of a cold 512 MiB mapped file",
+        setup: "sh \"$CORPUS/mmap-setup.sh\"",
+        command: "python3 \"$CORPUS/mmap-lookups.py\"",
+        filesystems: &[EXT4_4K, XFS_4K],
+        // Written before its first run: each lookup faults one page in, and the kernel reads
+        // around it (read_ahead_kb, 128 KiB on a loop device): ~3,000 major faults, ~380 MB
+        // read for ~12 MB asked, ~32x. read_amplification naming index.dat.
+        expect: &[&["read_amplification"]],
+        file: "index.dat",
+        checks: &[],
+        ..W
+    },
+    Workload {
+        name: "mmap-lookups-random",
+        about: "python: the same lookups after madvise(MADV_RANDOM)",
+        setup: "sh \"$CORPUS/mmap-setup.sh\"",
+        command: "python3 \"$CORPUS/mmap-lookups.py\" random",
+        filesystems: &[EXT4_4K, XFS_4K],
+        // Written before its first run: a page per fault, read as asked (~12 MB): nothing.
+        checks: &[],
+        ..W
+    },
+    Workload {
+        name: "mmap-scan",
+        about: "python: a sequential scan of a cold 512 MiB mapped file",
+        setup: "sh \"$CORPUS/mmap-setup.sh\"",
+        command: "python3 \"$CORPUS/mmap-scan.py\"",
+        filesystems: &[EXT4_4K],
+        // Written before its first run: few major faults, every page read ahead used, the
+        // reads following each other: nothing.
+        checks: &[],
+        ..W
+    },
+    Workload {
+        name: "noisy-neighbour",
+        about: "python fsync logger alone 3 s, then beside fio 1 MiB O_DIRECT writes, QD 16",
+        command: "sh \"$CORPUS/noisy-neighbour.sh\"",
+        filesystems: &[EXT4_4K, XFS_4K],
+        // Written before its first run: the logger alone syncs in ~0.3-0.5 ms; once fio
+        // fills the disk's queue its syncs wait behind 1 MiB writes (~10 ms): noisy_neighbour
+        // naming the logger as the one who waits, behind fio. The logger's own
+        // write_amplification is true all along (journal-fsync's cell).
+        expect: &[&["noisy_neighbour"], &["write_amplification"]],
+        tolerate: &["sync_storm", "flush_heavy"],
+        file: "system.journal",
+        checks: &[],
+        ..W
+    },
 ];

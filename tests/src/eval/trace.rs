@@ -157,6 +157,11 @@ impl Trace {
                         old.size
                     },
                 };
+                // The flags are the fd's: LMDB opens data.mdb twice, once O_DSYNC for its meta
+                // page, and writes its data pages through the other fd.
+                if let Some(fd) = fd_number(result) {
+                    files.insert(format!("{fd}\u{0}{path}"), file);
+                }
                 files.insert(path, file);
             }
             "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => {
@@ -195,15 +200,23 @@ impl Trace {
                 }
                 file.size = file.size.max(offset + ret);
                 self.fs_file_sizes.insert(path.clone(), file.size);
+                let opened = fd_number(args)
+                    .and_then(|fd| files.get(&format!("{fd}\u{0}{path}")))
+                    .copied();
+                let file = files.entry(path.clone()).or_default();
+                let (dsync, osync, direct) = opened
+                    .map_or((file.dsync, file.osync, file.direct), |o| {
+                        (o.dsync, o.osync, o.direct)
+                    });
                 let flags_dsync = name == "pwritev2" && args.contains("RWF_DSYNC");
                 let flags_sync = name == "pwritev2" && args.contains("RWF_SYNC");
-                if file.direct && ret > 0 {
+                if direct && ret > 0 {
                     self.direct_writes.push((path.clone(), offset, ret));
                 }
                 if ret > 0 {
-                    if file.osync || flags_sync {
+                    if osync || flags_sync {
                         bump(self, "O_SYNC write");
-                    } else if file.dsync || flags_dsync {
+                    } else if dsync || flags_dsync {
                         bump(self, "O_DSYNC write");
                     }
                 }
@@ -275,6 +288,11 @@ impl Trace {
 pub(super) const SRF_WRITE: &str = "sync_file_range(WRITE)";
 
 /// The path strace -y printed after an fd: `3</tmp/x/f>` -> `/tmp/x/f`.
+/// The fd number in front of its `<path>` (`6</m/data.mdb>`).
+fn fd_number(text: &str) -> Option<u32> {
+    text.split('<').next()?.trim().parse().ok()
+}
+
 pub(super) fn fd_path(text: &str) -> Option<String> {
     let start = text.find('<')? + 1;
     let end = start + text[start..].find('>')?;
