@@ -10,11 +10,11 @@ use std::fs;
 
 use anyhow::{Context, Result};
 
-use super::{Figure, Round, Workload, figure, median};
+use super::{Figure, Workload, figure, median, round::Round};
 
 /// The ratio issue 20 asks for, on the shapes it asks it of.
 fn target(workload: Workload) -> Option<f64> {
-    workload.iops_ratio_target()
+    workload.budget_ratio()
 }
 
 /// The machine's CPU time from the first line of /proc/stat, in its own ticks: busy (user,

@@ -14,8 +14,10 @@ use anyhow::{Context, Result, bail};
 
 use super::{
     Figure, LOAD_IOPS, LoopDevice, TARGET_CPU_PCT_AT_200K, TARGET_FIRST_FRAME_MS, TARGET_QUIT_MS,
-    TARGET_RECORDING_BYTES_PER_EVENT, TARGET_RSS_MIB, event_totals, figure, fio,
+    TARGET_RECORDING_BYTES_PER_EVENT, TARGET_RSS_MIB, figure,
+    fio::fio,
     process::{Background, cpu_ticks, status_field},
+    round::event_totals,
     shapes::Workload,
 };
 use crate::util::{cmd, find_in_path, run, stdout_of};
@@ -170,7 +172,7 @@ pub(super) fn live_view(
     // child, then by the kernel's own deferred release (RCU grace periods under the
     // tracepoint lock). Attaching meanwhile waits for all of it (a first frame at ~1 s
     // instead of ~250 ms): measured apart, and said.
-    let detach = wait_for_detached(binary, programs_before)?;
+    let detach = wait_for_detached(&[binary], programs_before)?;
     println!(
         "  waited {:.0} ms for the earlier runs' probes to be detached",
         detach.as_secs_f64() * 1e3
@@ -268,14 +270,18 @@ pub(super) fn bpf_programs_loaded() -> usize {
     })
 }
 
-/// Waits (at most 20 s) until no process runs `binary` (the children that earlier runs left
-/// to detach their probes) and the kernel has freed their programs: back to
+/// Waits (at most 20 s) until no process runs one of `binaries` (the children that earlier
+/// runs left to detach their probes) and the kernel has freed their programs: back to
 /// `programs_before`. Returns how long that took.
-pub(super) fn wait_for_detached(binary: &Path, programs_before: usize) -> Result<Duration> {
+pub(super) fn wait_for_detached(binaries: &[&Path], programs_before: usize) -> Result<Duration> {
     let started = Instant::now();
-    let binary = binary
-        .canonicalize()
-        .with_context(|| format!("resolve {}", binary.display()))?;
+    let binaries = binaries
+        .iter()
+        .map(|b| {
+            b.canonicalize()
+                .with_context(|| format!("resolve {}", b.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let running = || {
         std::fs::read_dir("/proc")
             .into_iter()
@@ -286,7 +292,8 @@ pub(super) fn wait_for_detached(binary: &Path, programs_before: usize) -> Result
                     .file_name()
                     .to_str()
                     .is_some_and(|name| name.parse::<u32>().is_ok())
-                    && std::fs::read_link(entry.path().join("exe")).is_ok_and(|exe| exe == binary)
+                    && std::fs::read_link(entry.path().join("exe"))
+                        .is_ok_and(|exe| binaries.contains(&exe))
             })
     };
     while running() || bpf_programs_loaded() > programs_before {

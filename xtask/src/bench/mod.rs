@@ -11,16 +11,19 @@
 //!    IOPS come from the passes without them); I/Os are the disk's own counts, or fio's
 //!    calls where the disk sees them merged (buffered, the logger). A peer that cannot run on
 //!    this kernel is said so, with its own message.
-//! 2. iotop-bpf at ~200k events/s, recording: its CPU, its memory, the recording's bytes per
+//!    With statistics, two empty programs are attached too (`floor.rs`): what the
+//!    statistics add to every run, so each tracer's time is also shown less its runs times
+//!    that floor, beside its programs run per I/O.
+//! 2. A loop of `getppid` on every CPU (`syscalls.rs`): what the tool costs a host's system
+//!    calls that are no I/O.
+//! 3. iotop-bpf at ~200k events/s, recording: its CPU, its memory, the recording's bytes per
 //!    event and mode, and how long SIGINT takes to give the prompt back.
-//! 3. The live view in tmux under the same load: time to the first frame, and from `q` to
+//! 4. The live view in tmux under the same load: time to the first frame, and from `q` to
 //!    the shell.
 
 use std::{
     env,
     path::{Path, PathBuf},
-    thread,
-    time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, bail};
@@ -28,19 +31,20 @@ use anyhow::{Context, Result, bail};
 use crate::util::{cmd, find_in_path, is_root, release_binary, run, stdout_of};
 
 mod budget;
+mod cost;
 mod fio;
+mod floor;
 mod load;
 mod modes;
 mod process;
 mod report;
+mod round;
 mod shapes;
-use fio::{Fio, fio};
-use load::{bpf_programs_loaded, live_view, under_load, wait_for_detached};
-use process::{
-    Background, BpfStatsSwitch, ProgRun, cpu_ticks, events_field, prog_deltas, prog_stats,
-};
+mod syscalls;
+use load::{bpf_programs_loaded, live_view, under_load};
 use report::{bpf_per_io, median, report};
-use shapes::{MAX_TIMES_BEST_PEER, PEERS, Peer, PerIo, Workload};
+use round::{measure_round, print_round};
+use shapes::{PEERS, Peer, PerIo, Workload};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -61,11 +65,24 @@ pub struct Args {
     /// Only the live view's first frame and quit (to look into that figure alone).
     #[arg(long, hide = true)]
     live_view_only: bool,
-    /// Only these shapes (comma-separated: uring, psync, libaio, buffered, lab001), and no
-    /// figures under load: a look at one shape's cost, not the whole table.
+    /// Only these shapes (comma-separated: uring, psync, libaio, buffered, lab001,
+    /// syscalls), and no figures under load: a look at one shape's cost, not the whole table.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Another iotop-bpf binary measured beside this one in every round (an A/B of two
+    /// builds: copy the earlier build's binary aside first).
+    #[arg(long)]
+    compare: Option<PathBuf>,
+    /// Leave the peers out (an A/B of builds needs no peer).
+    #[arg(long)]
+    no_peers: bool,
+    /// Leave iotop-bpf's aggregation-mode passes out.
+    #[arg(long)]
+    no_aggregating: bool,
 }
+
+/// `--only`'s name of the system-call loop, which is no fio shape.
+const SYSCALLS: &str = "syscalls";
 
 /// The targets (issues 9 and 20), printed beside what was measured; per shape in
 /// [`shapes`].
@@ -121,10 +138,19 @@ pub fn bench(args: &Args) -> Result<()> {
     if let Some(unknown) = args
         .only
         .iter()
-        .find(|o| !shapes::ALL.iter().any(|w| w.short() == o.as_str()))
+        .find(|o| *o != SYSCALLS && !shapes::ALL.iter().any(|w| w.short() == o.as_str()))
     {
-        bail!("bench --only: no shape {unknown:?} (uring, psync, libaio, buffered, lab001)");
+        bail!(
+            "bench --only: no shape {unknown:?} (uring, psync, libaio, buffered, lab001, syscalls)"
+        );
     }
+    let compare = args.compare.as_deref();
+    if let Some(other) = compare
+        && !other.is_file()
+    {
+        bail!("bench --compare: {} is not a file", other.display());
+    }
+    let binaries: Vec<&Path> = std::iter::once(binary.as_path()).chain(compare).collect();
     for workload in shapes::ALL
         .into_iter()
         .filter(|w| args.only.is_empty() || args.only.iter().any(|o| o == w.short()))
@@ -140,7 +166,7 @@ pub fn bench(args: &Args) -> Result<()> {
         for round_no in 1..=args.runs {
             let round = measure_round(
                 args,
-                &binary,
+                &binaries,
                 &device,
                 workload,
                 programs_before,
@@ -151,6 +177,14 @@ pub fn bench(args: &Args) -> Result<()> {
             rounds.push(round);
         }
         table.extend(report(workload, &rounds));
+    }
+    if args.only.is_empty() || args.only.iter().any(|o| o == SYSCALLS) {
+        table.extend(syscalls::bench(
+            args,
+            &binary,
+            programs_before,
+            ticks_per_sec,
+        )?);
     }
     for (peer, why) in &unable {
         table.push(figure(
@@ -198,113 +232,18 @@ fn rerun_with_sudo(args: &Args) -> Result<()> {
     if !args.only.is_empty() {
         sudo.arg("--only").arg(args.only.join(","));
     }
-    run(&mut sudo)
-}
-
-/// One round of `workload`: fio alone, then under each tracer, each also with BPF statistics
-/// on unless `--no-bpf-stats`. A peer that cannot run is added to `unable` and left out of
-/// this round and the next.
-fn measure_round(
-    args: &Args,
-    binary: &Path,
-    device: &LoopDevice,
-    workload: Workload,
-    programs_before: usize,
-    ticks_per_sec: f64,
-    unable: &mut Vec<(Peer, String)>,
-) -> Result<Round> {
-    let pass = |tracer: Tracer, stats: bool| {
-        // The previous tracer's programs are freed by the kernel seconds after it
-        // exited and run on every I/O meanwhile: measured next to them, a pass pays
-        // for both (the figures of every tracer rose ~1.5x when passes followed each
-        // other at once).
-        wait_for_detached(binary, programs_before)?;
-        traced(tracer, device, workload, args.seconds, stats, ticks_per_sec)
-    };
-    wait_for_detached(binary, programs_before)?;
-    let baseline = fio(&device.dev, workload, args.seconds, None)?;
-    let iotop = pass(Tracer::Iotop(binary, false), false)?;
-    let iotop_cost = if args.no_bpf_stats {
-        None
-    } else {
-        Some(pass(Tracer::Iotop(binary, false), true)?)
-    };
-    // The same with aggregation mode on from the start (it switches on by itself
-    // only past its rate, which these shapes may not reach).
-    let summed = pass(Tracer::Iotop(binary, true), false)?;
-    let summed_cost = if args.no_bpf_stats {
-        None
-    } else {
-        Some(pass(Tracer::Iotop(binary, true), true)?)
-    };
-    let mut peers = Vec::new();
-    for peer in PEERS {
-        if unable.iter().any(|(p, _)| *p == peer) {
-            continue;
-        }
-        let run = pass(Tracer::Peer(peer), false).and_then(|plain| {
-            let cost = if args.no_bpf_stats {
-                None
-            } else {
-                Some(pass(Tracer::Peer(peer), true)?)
-            };
-            Ok((plain, cost))
-        });
-        match run {
-            Ok((plain, cost)) => peers.push(PeerRun { peer, plain, cost }),
-            Err(err) => {
-                let why = format!("{err:#}");
-                let why = why.lines().last().unwrap_or_default().to_owned();
-                println!("  {} cannot run here: {why}", peer.name());
-                unable.push((peer, why));
-            }
+    if let Some(other) = &args.compare {
+        sudo.arg("--compare").arg(other);
+    }
+    for (set, flag) in [
+        (args.no_peers, "--no-peers"),
+        (args.no_aggregating, "--no-aggregating"),
+    ] {
+        if set {
+            sudo.arg(flag);
         }
     }
-    Ok(Round {
-        baseline,
-        iotop,
-        iotop_cost,
-        summed,
-        summed_cost,
-        peers,
-    })
-}
-
-/// A round's line: the IOPS of each pass against the baseline, and its BPF time per I/O.
-fn print_round(round_no: u32, runs: u32, workload: Workload, round: &Round) {
-    let Round {
-        baseline,
-        iotop,
-        iotop_cost,
-        summed,
-        summed_cost,
-        peers,
-    } = round;
-    let ns = |t: Option<&Traced>| {
-        t.and_then(|t| t.bpf_ns_per_io(workload))
-            .map_or("-".into(), |v| format!("{v:.0}"))
-    };
-    println!(
-        "round {round_no}/{}: baseline {:.1}k IOPS | iotop-bpf {:.1}k ({:.1}%, {} ns) | aggregating {:.1}k ({:.1}%, {} ns){}",
-        runs,
-        baseline.iops / 1e3,
-        iotop.fio.iops / 1e3,
-        100.0 * iotop.fio.iops / baseline.iops,
-        ns(iotop_cost.as_ref()),
-        summed.fio.iops / 1e3,
-        100.0 * summed.fio.iops / baseline.iops,
-        ns(summed_cost.as_ref()),
-        peers
-            .iter()
-            .map(|p| format!(
-                " | {} {:.1}k ({:.1}%, {} ns)",
-                p.peer.name(),
-                p.plain.fio.iops / 1e3,
-                100.0 * p.plain.fio.iops / baseline.iops,
-                ns(p.cost.as_ref())
-            ))
-            .collect::<String>(),
-    );
+    run(&mut sudo)
 }
 
 /// One line of the final table.
@@ -343,24 +282,6 @@ fn print_table(table: &[Figure]) {
     }
 }
 
-/// One round: fio alone, under iotop-bpf and under each peer, and under each with BPF
-/// statistics on.
-struct Round {
-    baseline: Fio,
-    iotop: Traced,
-    iotop_cost: Option<Traced>,
-    /// iotop-bpf in aggregation mode.
-    summed: Traced,
-    summed_cost: Option<Traced>,
-    peers: Vec<PeerRun>,
-}
-
-struct PeerRun {
-    peer: Peer,
-    plain: Traced,
-    cost: Option<Traced>,
-}
-
 /// A loop device over a sparse 1 GiB file in /dev/shm, detached and deleted on drop: the
 /// demo's and the tests' (`iotop-bpf-loopfs`), without a filesystem (fio writes to it).
 struct LoopDevice {
@@ -390,116 +311,9 @@ impl LoopDevice {
     }
 }
 
-enum Tracer<'a> {
-    /// The binary, and whether in aggregation mode from the start.
-    Iotop(&'a Path, bool),
-    Peer(Peer),
-}
-
-struct Traced {
-    fio: Fio,
-    /// CPU time of the user-space process per second of fio, iotop-bpf only.
-    cpu_share: Option<f64>,
-    received: u64,
-    dropped: u64,
-    /// BPF run time of the tool's programs while fio ran.
-    bpf_ns: Option<u64>,
-    /// The same, program by program (with statistics on).
-    programs: Vec<(String, ProgRun)>,
-}
-
-impl Traced {
-    fn bpf_ns_per_io(&self, workload: Workload) -> Option<f64> {
-        let ns = self.bpf_ns?;
-        let ios = self.fio.ios(workload);
-        (ios > 0).then(|| ns as f64 / ios as f64)
-    }
-}
-
-/// fio under a tracer; with `stats`, kernel.bpf_stats_enabled is on (and restored after).
-fn traced(
-    tracer: Tracer,
-    device: &LoopDevice,
-    workload: Workload,
-    seconds: u32,
-    stats: bool,
-    ticks_per_sec: f64,
-) -> Result<Traced> {
-    let stats = stats.then(BpfStatsSwitch::enable).flatten();
-    let started = Instant::now();
-    let mut tool = match tracer {
-        Tracer::Iotop(binary, aggregating) => {
-            let mut command = cmd(binary);
-            command.args(["--batch", "--json", "-d", "1"]);
-            if aggregating {
-                command.env("IOTOP_BPF_AGGREGATE_ABOVE", "0");
-            }
-            let mut tool = Background::spawn("iotop-bpf", &mut command)?;
-            // The first line means the programs are loaded and attached.
-            tool.wait_line(Duration::from_secs(60))?;
-            thread::sleep(Duration::from_millis(1500).saturating_sub(started.elapsed()));
-            tool
-        }
-        Tracer::Peer(peer) => {
-            let tool = Background::spawn(peer.name(), cmd(peer.program()).args(peer.args()))?;
-            // bpftrace prints "Attaching" before it attaches; the others print nothing
-            // until their first report.
-            thread::sleep(Duration::from_secs(3));
-            tool
-        }
-    };
-    tool.check_alive()?;
-    let pid = tool.child.id();
-    let (cpu_before, bpf_before, t0) = (cpu_ticks(pid)?, prog_stats(pid), Instant::now());
-    let fio = fio(&device.dev, workload, seconds, None)?;
-    let (cpu_after, bpf_after, wall) = (cpu_ticks(pid)?, prog_stats(pid), t0.elapsed());
-    // Named now, while the programs are loaded (/proc/kallsyms loses them once it exits).
-    let programs = match (&bpf_before, &bpf_after) {
-        (Some(before), Some(after)) if stats.is_some() => prog_deltas(before, after),
-        _ => Vec::new(),
-    };
-    tool.check_alive()?;
-    let is_iotop = matches!(tracer, Tracer::Iotop(..));
-    let (lines, _) = tool.stop()?;
-
-    let (received, dropped) = if is_iotop {
-        event_totals(&lines)?
-    } else {
-        (0, 0)
-    };
-    let bpf_ns = (!programs.is_empty()).then(|| programs.iter().map(|(_, p)| p.ns).sum());
-    Ok(Traced {
-        fio,
-        cpu_share: is_iotop.then(|| {
-            cpu_after.saturating_sub(cpu_before) as f64 / ticks_per_sec / wall.as_secs_f64()
-        }),
-        received,
-        dropped,
-        bpf_ns,
-        programs,
-    })
-}
-
-/// Records received and dropped, summed over iotop-bpf's JSON lines.
-fn event_totals(lines: &[String]) -> Result<(u64, u64)> {
-    let (mut received, mut dropped, mut reports) = (0, 0, 0);
-    for line in lines {
-        if let (Some(r), Some(d)) = (
-            events_field(line, "received"),
-            events_field(line, "dropped"),
-        ) {
-            (received, dropped, reports) = (received + r, dropped + d, reports + 1);
-        }
-    }
-    if reports == 0 {
-        bail!("iotop-bpf printed no JSON line with events.received and events.dropped");
-    }
-    Ok((received, dropped))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{median, process::events_field};
 
     #[test]
     fn events_counters_are_read_from_the_events_object() {

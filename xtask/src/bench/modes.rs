@@ -1,7 +1,7 @@
 //! Streaming against aggregation mode, measured side by side in the same rounds: what each
 //! costs per I/O here, and what that projects to at 1M and 2M IOPS (issue 20).
 
-use super::{Figure, PerIo, Round, Workload, bpf_per_io, figure, median};
+use super::{Figure, PerIo, Workload, bpf_per_io, figure, median, round::Round};
 
 /// Rates the projection is made for, I/Os per second.
 const PROJECTED: [f64; 2] = [1e6, 2e6];
@@ -13,6 +13,9 @@ pub(super) fn report(
     streaming_ns: Option<f64>,
     streaming_cpu: f64,
 ) -> Vec<Figure> {
+    if rounds.iter().all(|r| r.summed.is_none()) {
+        return Vec::new();
+    }
     let name = workload.describe();
     let unit = match workload.per_io() {
         PerIo::Request => "per I/O",
@@ -22,8 +25,12 @@ pub(super) fn report(
         workload,
         rounds.iter().filter_map(|r| r.summed_cost.as_ref()),
     );
-    let summed_ratio = median(rounds.iter().map(|r| r.summed.fio.iops / r.baseline.iops));
-    let summed_cpu = median(rounds.iter().filter_map(|r| r.summed.cpu_share));
+    let summed_ratio = median(
+        rounds
+            .iter()
+            .filter_map(|r| Some(r.summed.as_ref()?.fio.iops / r.baseline.iops)),
+    );
+    let summed_cpu = median(rounds.iter().filter_map(|r| r.summed.as_ref()?.cpu_share));
     let ns = |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.0} ns"));
     let mut figures = vec![
         figure(
@@ -52,7 +59,9 @@ pub(super) fn report(
             (iops > 0.0).then(|| cpu / iops)
         };
         let streaming_user = per_io(streaming_cpu, |r| r.iotop.fio.iops);
-        let summed_user = per_io(summed_cpu, |r| r.summed.fio.iops);
+        let summed_user = per_io(summed_cpu, |r| {
+            r.summed.as_ref().map_or(f64::NAN, |s| s.fio.iops)
+        });
         for rate in PROJECTED {
             for (mode, bpf, user) in [
                 ("streaming", streaming_ns, streaming_user),

@@ -63,6 +63,9 @@ pub(super) struct ProgRun {
     pub tag: String,
     pub ns: u64,
     pub runs: u64,
+    /// `enum bpf_prog_type`: 17 raw tracepoint, 26 tracing (`tp_btf`, fentry), 5 classic
+    /// tracepoint.
+    pub prog_type: u32,
 }
 
 /// The BPF programs a process holds open, by program id, from /proc/PID/fdinfo (works
@@ -98,6 +101,7 @@ pub(super) fn prog_stats(pid: u32) -> Option<BTreeMap<u32, ProgRun>> {
                 tag: value("prog_tag:").to_owned(),
                 ns: value("run_time_ns:").parse().unwrap_or(0),
                 runs: value("run_cnt:").parse().unwrap_or(0),
+                prog_type: value("prog_type:").parse().unwrap_or(0),
             },
         );
     }
@@ -125,6 +129,7 @@ pub(super) fn prog_deltas(
                     tag: now.tag.clone(),
                     ns: now.ns.saturating_sub(then.ns),
                     runs: now.runs.saturating_sub(then.runs),
+                    prog_type: now.prog_type,
                 },
             )
         })

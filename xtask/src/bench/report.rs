@@ -2,8 +2,11 @@
 //! held to, IOPS against the baseline, CPU, events; medians over the rounds.
 
 use super::{
-    Figure, MAX_TIMES_BEST_PEER, PEERS, Peer, PeerRun, PerIo, Round, Traced, Workload, budget,
+    Figure, PEERS, Peer, PerIo, Workload, budget,
+    cost::{Cost, FloorNs},
     figure, modes,
+    round::{PeerRun, Round, Traced},
+    shapes::PeerRef,
 };
 
 /// Total BPF time over total I/Os of some passes.
@@ -18,21 +21,26 @@ pub(super) fn bpf_per_io<'a>(
     (ios > 0).then(|| ns as f64 / ios as f64)
 }
 
-pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
-    let name = workload.describe();
-    let unit = match workload.per_io() {
-        PerIo::Request => "per I/O",
-        PerIo::Call => "per call",
-    };
-    let iotop_ratio = median(rounds.iter().map(|r| r.iotop.fio.iops / r.baseline.iops));
-    let cpu = median(rounds.iter().filter_map(|r| r.iotop.cpu_share));
-    let received: u64 = rounds.iter().map(|r| r.iotop.received).sum();
-    let dropped: u64 = rounds.iter().map(|r| r.iotop.dropped).sum();
-    let iotop_ns = bpf_per_io(
-        workload,
-        rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
-    );
-    let peers: Vec<(Peer, Option<f64>, f64)> = PEERS
+/// A peer's figures over the rounds.
+pub(super) struct PeerFigures {
+    pub peer: Peer,
+    pub cost: Option<Cost>,
+    /// Median IOPS ratio without statistics.
+    pub ratio: f64,
+}
+
+/// Every pass with statistics of the rounds, whichever tracer.
+fn stats_passes(rounds: &[Round]) -> impl Iterator<Item = &Traced> {
+    rounds.iter().flat_map(|r| {
+        [&r.iotop_cost, &r.summed_cost, &r.compared_cost]
+            .into_iter()
+            .filter_map(Option::as_ref)
+            .chain(r.peers.iter().filter_map(|p| p.cost.as_ref()))
+    })
+}
+
+fn peer_figures(workload: Workload, rounds: &[Round], floor: FloorNs) -> Vec<PeerFigures> {
+    PEERS
         .iter()
         .filter_map(|&peer| {
             let runs: Vec<&PeerRun> = rounds
@@ -42,73 +50,116 @@ pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
             if runs.is_empty() {
                 return None;
             }
-            let ns = bpf_per_io(workload, runs.iter().filter_map(|p| p.cost.as_ref()));
+            let cost = Cost::of(workload, runs.iter().filter_map(|p| p.cost.as_ref()), floor);
             let ratio = median(rounds.iter().flat_map(|r| {
                 r.peers
                     .iter()
                     .filter(|p| p.peer == peer)
                     .map(|p| p.plain.fio.iops / r.baseline.iops)
             }));
-            Some((peer, ns, ratio))
+            Some(PeerFigures { peer, cost, ratio })
         })
-        .collect();
-    let best_peer = peers
+        .collect()
+}
+
+/// `ns` as the table writes it: the time, and beside it the time less the floor.
+fn ns_text(cost: Option<Cost>) -> String {
+    match cost {
+        None => "not measured".into(),
+        Some(Cost {
+            ns,
+            net_ns: Some(net),
+            ..
+        }) => format!("{ns:.0} ns ({net:.0} net)"),
+        Some(c) => format!("{:.0} ns", c.ns),
+    }
+}
+
+/// The tool's BPF time against the shape's bounds: the target as written, and whether it
+/// holds (`None`: no bound, or a peer it needs was not measured).
+fn bpf_verdict(
+    workload: Workload,
+    iotop: Option<Cost>,
+    peers: &[PeerFigures],
+) -> (String, Option<bool>) {
+    let bounds = workload.bpf_bounds();
+    if bounds.is_empty() {
+        return ("(context: the peers trace no write call)".into(), None);
+    }
+    let ns_of = |peer: Peer| {
+        peers
+            .iter()
+            .find(|p| p.peer == peer)
+            .and_then(|p| p.cost)
+            .map(|c| c.ns)
+    };
+    let best = peers
         .iter()
-        .filter_map(|(_, ns, _)| *ns)
+        .filter_map(|p| p.cost.map(|c| c.ns))
         .min_by(f64::total_cmp);
-    let bpftrace_ns = peers
-        .iter()
-        .find(|(p, ..)| *p == Peer::Bpftrace)
-        .and_then(|(_, ns, _)| *ns);
-    let ns = |v: Option<f64>| v.map_or_else(|| "not measured".into(), |v| format!("{v:.0} ns"));
-    // The bound: the absolute target where there is one, the best peer's time x1.2, and for
-    // psync the bpftrace script's own time.
-    let mut bound = best_peer.map(|b| b * MAX_TIMES_BEST_PEER);
-    let mut target = format!("<= {MAX_TIMES_BEST_PEER}x the best peer");
-    if let Some(abs) = workload.bpf_ns_target() {
-        bound = Some(bound.map_or(abs, |b| b.min(abs)));
-        target = format!("<= {abs:.0} ns and {target}");
-    }
-    if workload == Workload::Psync {
-        bound = match (bound, bpftrace_ns) {
-            (Some(b), Some(t)) => Some(b.min(t)),
-            (b, t) => b.or(t),
+    let mut texts = Vec::new();
+    let mut met = Some(true);
+    for &(whose, factor) in bounds {
+        let (name, peer_ns) = match whose {
+            PeerRef::Best => ("the best peer's".to_owned(), best),
+            PeerRef::One(peer) => (format!("{}'s", peer.program_name()), ns_of(peer)),
         };
-        target = format!("<= bpftrace's, {target}");
+        texts.push(if factor == 1.0 {
+            format!("<= {name}")
+        } else {
+            format!("<= {factor}x {name}")
+        });
+        met = match (met, iotop, peer_ns) {
+            (Some(m), Some(i), Some(p)) => Some(m && i.ns <= factor * p),
+            (_, None, _) => Some(false),
+            _ => None,
+        };
     }
+    (texts.join(" and "), met)
+}
+
+pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
+    let name = workload.describe();
+    let unit = match workload.per_io() {
+        PerIo::Request => "per I/O",
+        PerIo::Call => "per call",
+    };
+    let floor = FloorNs::of(stats_passes(rounds));
+    let iotop_ratio = median(rounds.iter().map(|r| r.iotop.fio.iops / r.baseline.iops));
+    let cpu = median(rounds.iter().filter_map(|r| r.iotop.cpu_share));
+    let received: u64 = rounds.iter().map(|r| r.iotop.received).sum();
+    let dropped: u64 = rounds.iter().map(|r| r.iotop.dropped).sum();
+    let iotop = Cost::of(
+        workload,
+        rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
+        floor,
+    );
+    let iotop_ns = iotop.map(|c| c.ns);
+    let peers = peer_figures(workload, rounds, floor);
+    let (target, met) = bpf_verdict(workload, iotop, &peers);
     let mut figures = vec![figure(
         &format!("{name}: BPF time {unit}, iotop-bpf"),
-        ns(iotop_ns),
+        ns_text(iotop),
         &target,
-        match (iotop_ns, bound) {
-            (Some(i), Some(b)) => Some(i <= b),
-            _ => Some(false),
-        },
+        met,
     )];
-    for (peer, peer_ns, _) in &peers {
+    for p in &peers {
         figures.push(figure(
-            &format!("{name}: BPF time {unit}, {}", peer.name()),
-            ns(*peer_ns),
+            &format!("{name}: BPF time {unit}, {}", p.peer.name()),
+            ns_text(p.cost),
             "(a peer)",
             None,
         ));
     }
     figures.push(figure(
-        &format!("{name}: IOPS with iotop-bpf / without (median)"),
-        format!("{iotop_ratio:.3}"),
-        &workload
-            .iops_ratio_target()
-            .map_or_else(|| "(context)".into(), |t| format!(">= {t:.2}")),
-        workload.iops_ratio_target().map(|t| iotop_ratio >= t),
+        &format!("{name}: what statistics add per program run (floor)"),
+        floor.describe(),
+        "(context: empty programs, same passes)",
+        None,
     ));
-    for (peer, _, ratio) in &peers {
-        figures.push(figure(
-            &format!("{name}: IOPS with {} / without (median)", peer.name()),
-            format!("{ratio:.3}"),
-            "(a peer)",
-            None,
-        ));
-    }
+    figures.extend(runs_figures(workload, iotop, &peers));
+    figures.extend(iops_figures(workload, iotop_ratio, &peers));
+    figures.extend(compared(workload, rounds, floor));
     figures.push(figure(
         &format!("{name}: iotop-bpf CPU, % of a core"),
         format!("{:.1}%", 100.0 * cpu),
@@ -135,13 +186,106 @@ pub(super) fn report(workload: Workload, rounds: &[Round]) -> Vec<Figure> {
     figures
 }
 
+/// Programs run per I/O, the tool's against its target, and the peers'.
+fn runs_figures(workload: Workload, iotop: Option<Cost>, peers: &[PeerFigures]) -> Vec<Figure> {
+    let name = workload.describe();
+    let runs =
+        |c: Option<Cost>| c.map_or_else(|| "not measured".into(), |c| format!("{:.2}", c.runs));
+    let target = workload.runs_per_io_target();
+    let mut figures = vec![figure(
+        &format!("{name}: programs run per I/O, iotop-bpf"),
+        runs(iotop),
+        &target.map_or_else(|| "(context)".into(), |t| format!("<= {t}")),
+        target.map(|t| iotop.is_some_and(|c| c.runs <= t)),
+    )];
+    figures.extend(peers.iter().map(|p| {
+        figure(
+            &format!("{name}: programs run per I/O, {}", p.peer.name()),
+            runs(p.cost),
+            "(a peer)",
+            None,
+        )
+    }));
+    figures
+}
+
+/// IOPS kept without statistics: the tool's against biolatency's less the margin, the peers'.
+fn iops_figures(workload: Workload, iotop_ratio: f64, peers: &[PeerFigures]) -> Vec<Figure> {
+    let name = workload.describe();
+    let biolatency = peers
+        .iter()
+        .find(|p| p.peer == Peer::Biolatency)
+        .map(|p| p.ratio);
+    let (target, met) = match (workload.iops_kept_margin(), biolatency) {
+        (Some(m), Some(b)) => (
+            format!(">= biolatency's - {m} ({:.3})", b - m),
+            Some(iotop_ratio >= b - m),
+        ),
+        (Some(m), None) => (format!(">= biolatency's - {m} (not measured)"), None),
+        (None, _) => ("(context)".into(), None),
+    };
+    let mut figures = vec![figure(
+        &format!("{name}: IOPS with iotop-bpf / without (median, statistics off)"),
+        format!("{iotop_ratio:.3}"),
+        &target,
+        met,
+    )];
+    figures.extend(peers.iter().map(|p| {
+        figure(
+            &format!("{name}: IOPS with {} / without (median)", p.peer.name()),
+            format!("{:.3}", p.ratio),
+            "(a peer)",
+            None,
+        )
+    }));
+    figures
+}
+
+/// The build measured beside this one (`--compare`): its BPF time, runs and IOPS.
+fn compared(workload: Workload, rounds: &[Round], floor: FloorNs) -> Vec<Figure> {
+    let name = workload.describe();
+    if rounds.iter().all(|r| r.compared.is_none()) {
+        return Vec::new();
+    }
+    let cost = Cost::of(
+        workload,
+        rounds.iter().filter_map(|r| r.compared_cost.as_ref()),
+        floor,
+    );
+    let ratio = median(
+        rounds
+            .iter()
+            .filter_map(|r| r.compared.as_ref().map(|c| c.fio.iops / r.baseline.iops)),
+    );
+    vec![
+        figure(
+            &format!("{name}: BPF time per I/O, the compared build"),
+            ns_text(cost),
+            "(context: A/B)",
+            None,
+        ),
+        figure(
+            &format!("{name}: programs run per I/O, the compared build"),
+            cost.map_or_else(|| "not measured".into(), |c| format!("{:.2}", c.runs)),
+            "(context: A/B)",
+            None,
+        ),
+        figure(
+            &format!("{name}: IOPS with the compared build / without (median)"),
+            format!("{ratio:.3}"),
+            "(context: A/B)",
+            None,
+        ),
+    ]
+}
+
 /// What the machine leaves a tracer, and where each tracer's BPF time goes: iotop-bpf's
 /// (BPF time per I/O, IOPS ratio, CPU share) beside the peers' (BPF time, IOPS ratio).
 fn cost_context(
     workload: Workload,
     rounds: &[Round],
     (iotop_ns, iotop_ratio, cpu): (Option<f64>, f64, f64),
-    peers: &[(Peer, Option<f64>, f64)],
+    peers: &[PeerFigures],
 ) -> Vec<Figure> {
     let iotop_iops = median(rounds.iter().map(|r| r.iotop.fio.iops));
     let mut added = vec![budget::Added {
@@ -155,11 +299,11 @@ fn cost_context(
         },
         measured_ratio: iotop_ratio,
     }];
-    added.extend(peers.iter().map(|(peer, ns, ratio)| budget::Added {
-        name: peer.name(),
-        bpf_ns: *ns,
+    added.extend(peers.iter().map(|p| budget::Added {
+        name: p.peer.name(),
+        bpf_ns: p.cost.map(|c| c.ns),
         user_ns: 0.0,
-        measured_ratio: *ratio,
+        measured_ratio: p.ratio,
     }));
     let mut figures = budget::report(workload, rounds, &added);
     figures.push(by_program(
@@ -167,13 +311,13 @@ fn cost_context(
         "iotop-bpf",
         rounds.iter().filter_map(|r| r.iotop_cost.as_ref()),
     ));
-    for (peer, ..) in peers {
+    for peer in peers.iter().map(|p| p.peer) {
         figures.push(by_program(
             workload,
             peer.name(),
             rounds
                 .iter()
-                .flat_map(|r| r.peers.iter().filter(|p| p.peer == *peer))
+                .flat_map(|r| r.peers.iter().filter(|p| p.peer == peer))
                 .filter_map(|p| p.cost.as_ref()),
         ));
     }

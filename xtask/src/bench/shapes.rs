@@ -113,20 +113,50 @@ impl Workload {
         if self == Self::FsyncLogger { 2 } else { 1 }
     }
 
-    /// BPF time per I/O the tool must stay under (issue 20), absolute: only io_uring has one.
-    pub fn bpf_ns_target(self) -> Option<f64> {
-        (self == Self::Uring).then_some(350.0)
+    /// The bounds on the tool's BPF time per I/O: each a peer's (or the best peer's) time
+    /// times a factor; all must hold.
+    pub fn bpf_bounds(self) -> &'static [(PeerRef, f64)] {
+        match self {
+            Self::Uring => &[(PeerRef::One(Peer::Biolatency), 1.0)],
+            Self::Psync => &[
+                (PeerRef::One(Peer::Bpftrace), 1.0),
+                (PeerRef::One(Peer::Biolatency), 1.15),
+            ],
+            Self::LibaioWrite => &[(PeerRef::Best, 1.2)],
+            Self::FsyncLogger => &[(PeerRef::One(Peer::Bpftrace), 2.0)],
+            // The peers trace no write call: no bound, shown for context.
+            Self::Buffered => &[],
+        }
     }
 
-    /// IOPS ratio the tool must keep (issue 20): io_uring and psync.
-    pub fn iops_ratio_target(self) -> Option<f64> {
+    /// The IOPS the tool must keep, with statistics off: at least biolatency's less this.
+    pub fn iops_kept_margin(self) -> Option<f64> {
+        matches!(self, Self::Uring | Self::Psync).then_some(0.02)
+    }
+
+    /// Programs run per I/O the tool must stay under.
+    pub fn runs_per_io_target(self) -> Option<f64> {
+        match self {
+            Self::Psync => Some(5.5),
+            Self::Uring => Some(4.5),
+            _ => None,
+        }
+    }
+
+    /// The IOPS ratio the budget line is worked out for (context: what a tracer may add per
+    /// I/O on this machine to keep it).
+    pub fn budget_ratio(self) -> Option<f64> {
         matches!(self, Self::Uring | Self::Psync).then_some(0.95)
     }
 }
 
-/// Every shape: at most this times the best peer's BPF time per I/O (psync: at most the
-/// bpftrace script's).
-pub const MAX_TIMES_BEST_PEER: f64 = 1.2;
+/// Whose time a bound is a multiple of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerRef {
+    /// The peer with the least BPF time on the shape.
+    Best,
+    One(Peer),
+}
 
 /// A peer: the leanest tools that answer part of iotop-bpf's question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +183,15 @@ impl Peer {
             Self::Bpftrace => "bpftrace histogram",
             Self::Biolatency => "biolatency (libbpf-tools)",
             Self::Biotop => "biotop (libbpf-tools)",
+        }
+    }
+
+    /// Its short name, in a target's text.
+    pub fn program_name(self) -> &'static str {
+        match self {
+            Self::Bpftrace => "bpftrace",
+            Self::Biolatency => "biolatency",
+            Self::Biotop => "biotop",
         }
     }
 
