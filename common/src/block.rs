@@ -136,8 +136,6 @@ pub struct RawOffsets {
     pub q_disk: u32,
     pub disk_major: u32,
     pub disk_first_minor: u32,
-    pub task_pid: u32,
-    pub task_comm: u32,
     /// `REQ_OP_MASK`.
     pub op_mask: u32,
     pub bit_sync: u32,
@@ -149,12 +147,6 @@ pub struct RawOffsets {
     /// the bit is `u32::MAX` where BTF does not name it (then every insert counts).
     pub rq_flags: u32,
     pub bit_use_sched: u32,
-    /// The aligned `u32` of `task_struct` holding `sched_contributes_to_load` and its bit
-    /// (`u32::MAX` where BTF does not name it). The scheduler sets it when a task blocks in
-    /// D (not idle, not frozen) and leaves it until the task blocks again, so a wakeup of a
-    /// task without it is not the end of a D episode.
-    pub task_load_word: u32,
-    pub task_load_bit: u32,
 }
 
 impl RawOffsets {
@@ -166,8 +158,6 @@ impl RawOffsets {
         q_disk: 0,
         disk_major: 0,
         disk_first_minor: 0,
-        task_pid: 0,
-        task_comm: 0,
         op_mask: 0,
         bit_sync: 0,
         bit_meta: 0,
@@ -176,8 +166,6 @@ impl RawOffsets {
         bit_rahead: 0,
         rq_flags: 0,
         bit_use_sched: u32::MAX,
-        task_load_word: 0,
-        task_load_bit: u32::MAX,
     };
 }
 

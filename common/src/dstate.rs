@@ -1,8 +1,13 @@
-//! Tasks in uninterruptible sleep (D state): episodes from sched_switch to sched_wakeup.
+//! Tasks in uninterruptible sleep (D state): an episode runs from the thread's switch out in
+//! D to the wakeup that makes it runnable again.
 //!
-//! The episode bookkeeping is written once, here, against [`EpisodeTable`], and runs both in
-//! the eBPF programs (over a set-associative array, [`EpisodeSet`]) and in the host unit
-//! tests (over a `BTreeMap`).
+//! Where BTF describes the scheduler, one `sched_switch` program sees both ends: the switch
+//! out in D starts the episode, and the thread's next switch in ends it at the time its
+//! wakeup queued it (`sched_info.last_queued`, the runqueue clock the scheduler stamps at the
+//! wakeup's enqueue and clears only after the tracepoint), so no wakeup program runs.
+//! [`episode_end`] decides that end. The classic tracepoints (kernels without BTF) pair
+//! `sched_switch` with `sched_wakeup` instead ([`on_switch`], [`on_wakeup`], written against
+//! [`EpisodeTable`] so that the host's unit tests run them over a `BTreeMap`).
 
 use crate::abi::{COMM_LEN, RecordHeader};
 
@@ -31,6 +36,7 @@ pub const fn is_dstate(prev_state: u64) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct Episode {
+    /// `CLOCK_MONOTONIC` at the switch out; 0: no episode in progress.
     pub start_ns: u64,
     pub tgid: u32,
     pub pid: u32,
@@ -39,9 +45,15 @@ pub struct Episode {
     pub stack_id: i32,
     pub _pad: u32,
     pub comm: [u8; COMM_LEN],
+    /// The thread's `struct task_struct *`: a thread whose id was reused is another task.
+    /// 0 from the classic probes.
+    pub task: u64,
+    /// The episode's clock at the switch out (see [`DStateOffsets::clock`]), which its end is
+    /// read on.
+    pub start_clock: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<Episode>() == 40);
+const _: () = assert!(core::mem::size_of::<Episode>() == 56);
 
 /// Slots per set of the episode table.
 pub const EPISODE_WAYS: usize = 4;
@@ -55,7 +67,7 @@ pub const EPISODE_SETS: u32 = 1 << 11;
 pub struct EpisodeLine {
     /// `start_ns == 0`: the slot is free.
     pub episode: Episode,
-    pub _pad: [u8; 24],
+    pub _pad: [u8; 8],
 }
 
 /// One set of the episode table (an array, the `DSTATE_EPISODES` map): its thread ids on one
@@ -115,7 +127,7 @@ pub struct DStateRecord {
     pub ips: [u64; DSTATE_FRAMES],
 }
 
-const _: () = assert!(core::mem::size_of::<DStateRecord>() == 64 + 8 * DSTATE_FRAMES);
+const _: () = assert!(core::mem::size_of::<DStateRecord>() == 80 + 8 * DSTATE_FRAMES);
 
 /// Offsets in the classic `sched_switch` and `sched_wakeup` tracepoints.
 #[repr(C)]
@@ -141,6 +153,101 @@ impl SchedOffsets {
 }
 
 pub const GLOBAL_SCHED_OFFSETS: &str = "SCHED_OFFSETS";
+
+/// [`DStateOffsets::clock`]: `bpf_ktime_get_ns` at both ends; an episode ends when its thread
+/// runs again (its wait for a CPU counts). Where BTF leads to no runqueue clock.
+pub const CLOCK_KTIME: u32 = 0;
+/// The runqueue clock at both ends; an episode ends when its thread runs again. Where BTF has
+/// no `sched_info.last_queued` (no CONFIG_SCHED_INFO).
+pub const CLOCK_RQ: u32 = 1;
+/// The runqueue clock at the switch out, and the wakeup's enqueue stamp
+/// (`sched_info.last_queued`, the same clock) as the end.
+pub const CLOCK_RQ_QUEUED: u32 = 2;
+
+/// Where the `sched_switch` probes find what they read of a task, from BTF.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct DStateOffsets {
+    pub task_pid: u32,
+    pub task_tgid: u32,
+    pub task_comm: u32,
+    /// `sched_switch`'s `prev_state` argument (3, 5.18+); `ABSENT`: the state is read from
+    /// the task at `task_state` (`__state`, 4 bytes, or `state`, 8 bytes, before 5.14).
+    pub switch_state_arg: u32,
+    pub task_state: u32,
+    pub task_state_size: u32,
+    /// The aligned `u32` of `task_struct` holding `sched_contributes_to_load` and its bit
+    /// (`u32::MAX` where BTF does not name it). The scheduler sets it when a task blocks in D
+    /// (not idle, not frozen) and leaves it until the task blocks again: a thread switching in
+    /// without it is not ending a D sleep, which spares the table lookup on most switches.
+    pub task_load_word: u32,
+    pub task_load_bit: u32,
+    /// One of `CLOCK_*`.
+    pub clock: u32,
+    /// `task.sched_info.last_queued` (with [`CLOCK_RQ_QUEUED`]).
+    pub task_last_queued: u32,
+    /// `task.se.cfs_rq`: the thread's CFS runqueue on its CPU (set for every class).
+    pub task_cfs_rq: u32,
+    /// `cfs_rq.rq` (CONFIG_FAIR_GROUP_SCHED); `ABSENT`: the cfs_rq is `rq.cfs`, at
+    /// `rq_cfs` inside its runqueue.
+    pub cfs_rq_rq: u32,
+    pub rq_cfs: u32,
+    /// `rq.clock`: updated at the top of `__schedule`, before the tracepoint.
+    pub rq_clock: u32,
+}
+
+impl DStateOffsets {
+    pub const ABSENT: Self = Self {
+        task_pid: 0,
+        task_tgid: 0,
+        task_comm: 0,
+        switch_state_arg: crate::tracepoint::ABSENT,
+        task_state: crate::tracepoint::ABSENT,
+        task_state_size: 0,
+        task_load_word: 0,
+        task_load_bit: u32::MAX,
+        clock: CLOCK_KTIME,
+        task_last_queued: crate::tracepoint::ABSENT,
+        task_cfs_rq: crate::tracepoint::ABSENT,
+        cfs_rq_rq: crate::tracepoint::ABSENT,
+        rq_cfs: 0,
+        rq_clock: crate::tracepoint::ABSENT,
+    };
+}
+
+pub const GLOBAL_DSTATE_OFFSETS: &str = "DSTATE_OFFSETS";
+
+/// How an episode that began at `start` (its clock at the switch out) ended, told at its
+/// thread's switch in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpisodeEnd {
+    /// At the wakeup's enqueue stamp.
+    Queued(u64),
+    /// When the thread runs again: no stamp of this episode's wakeup (none kept on this
+    /// kernel, or one from before the episode began).
+    Running(u64),
+}
+
+impl EpisodeEnd {
+    #[must_use]
+    pub const fn clock(self) -> u64 {
+        match self {
+            Self::Queued(c) | Self::Running(c) => c,
+        }
+    }
+}
+
+/// The end of an episode that began at `start`: the wakeup's enqueue stamp `queued` (0 where
+/// the scheduler kept none) when it falls after the start, else `now` (read only then).
+#[inline(always)]
+pub fn episode_end(start: u64, queued: u64, now: impl FnOnce() -> u64) -> EpisodeEnd {
+    if queued != 0 && queued >= start {
+        EpisodeEnd::Queued(queued)
+    } else {
+        EpisodeEnd::Running(now())
+    }
+}
 /// `u64`: finished episodes at least this long are streamed (shorter ones only add to the
 /// per-process D time).
 pub const GLOBAL_DSTATE_RECORD_MIN_NS: &str = "DSTATE_RECORD_MIN_NS";
@@ -276,7 +383,31 @@ mod tests {
             stack_id: 7,
             _pad: 0,
             comm: comm(name),
+            task: 0,
+            start_clock: 0,
         }
+    }
+
+    #[test]
+    fn an_episode_ends_at_its_wakeups_stamp_else_when_it_runs() {
+        assert_eq!(episode_end(100, 250, || 300), EpisodeEnd::Queued(250));
+        assert_eq!(episode_end(100, 100, || 300), EpisodeEnd::Queued(100));
+        assert_eq!(
+            episode_end(100, 0, || 300),
+            EpisodeEnd::Running(300),
+            "no stamp kept (sched_info off)"
+        );
+        assert_eq!(
+            episode_end(100, 90, || 300),
+            EpisodeEnd::Running(300),
+            "a stamp from before the episode is another wakeup's"
+        );
+        let mut read = false;
+        let _ = episode_end(100, 250, || {
+            read = true;
+            0
+        });
+        assert!(!read, "the clock is read only when needed");
     }
 
     #[test]

@@ -60,7 +60,11 @@ pub const COUNTER_SAMPLED: u32 = 9;
 /// Requests streamed because the per-(process, disk) map was full (none is lost: a request
 /// that cannot be summed is streamed).
 pub const COUNTER_AGGREGATE_FULL: u32 = 10;
-pub const COUNTER_COUNT: u32 = 11;
+/// A D episode ended without its wakeup's enqueue stamp where the kernel keeps them
+/// (`sched_info.last_queued` read 0: on 5.10 the scheduler stamps it only with schedstats or
+/// delay accounting on): it ended when its thread ran again instead.
+pub const COUNTER_DSTATE_UNQUEUED: u32 = 11;
+pub const COUNTER_COUNT: u32 = 12;
 
 /// Per-disk totals kept in the kernel, so disk figures stay exact even when the ring buffer
 /// overflows. Cumulative since the probes were loaded; user space takes differences.
@@ -109,6 +113,7 @@ mod pod {
     unsafe impl aya::Pod for crate::dio::DioOffsets {}
     unsafe impl aya::Pod for crate::block::RawOffsets {}
     unsafe impl aya::Pod for crate::dstate::SchedOffsets {}
+    unsafe impl aya::Pod for crate::dstate::DStateOffsets {}
     unsafe impl aya::Pod for crate::tracepoint::FieldOffsets {}
     unsafe impl aya::Pod for crate::process::ExitOffsets {}
     unsafe impl aya::Pod for crate::sync::FileOffsets {}

@@ -18,11 +18,6 @@ pub struct RawLayout {
     /// `request.rq_disk` where requests point at their disk (before 5.17); `ABSENT`: the
     /// disk is `request->q->disk`.
     pub rq_disk: u32,
-    /// `sched_switch`'s `prev_state` argument (3, 5.18+); `ABSENT`: the state is read from
-    /// the task at `task_state` (`__state`, 4 bytes, or `state`, 8 bytes, before 5.14).
-    pub switch_state_arg: u32,
-    pub task_state: u32,
-    pub task_state_size: u32,
     /// `sched_process_exit`'s `group_dead` argument (6.18+); `ABSENT`: the group is dead
     /// when `task->signal->live` has dropped to 0.
     pub exit_group_dead_arg: u32,
@@ -65,9 +60,6 @@ impl RawLayout {
     pub const ABSENT: Self = Self {
         rq_arg: 0,
         rq_disk: ABSENT,
-        switch_state_arg: ABSENT,
-        task_state: ABSENT,
-        task_state_size: 0,
         exit_group_dead_arg: ABSENT,
         task_signal: ABSENT,
         signal_live: ABSENT,
@@ -112,9 +104,9 @@ pub const GLOBAL_SYSCALL_TABLE: &str = "SYSCALL_TABLE";
 
 /// `u32`: a fault the probes are built to make the kernel refuse (tests only; 0: none).
 pub const GLOBAL_FAULT_INJECT: &str = "FAULT_INJECT";
-/// [`GLOBAL_FAULT_INJECT`]: the D-state switch probe reads past its arguments.
+/// [`GLOBAL_FAULT_INJECT`]: both D-state switch probes read past their arguments.
 pub const FAULT_REJECT_DSTATE: u32 = 1;
-/// [`GLOBAL_FAULT_INJECT`]: the wakeup probe that takes D episodes' stacks (`tp_btf`) reads
+/// [`GLOBAL_FAULT_INJECT`]: the switch probe that takes D episodes' stacks (`tp_btf`) reads
 /// past its arguments, so the plain one replaces it.
 pub const FAULT_REJECT_WAIT_SITES: u32 = 2;
 /// [`GLOBAL_FAULT_INJECT`]: the raw completion probe, which the tool cannot run without,

@@ -1,4 +1,4 @@
-//! The block and scheduler probes on raw tracepoints (every kernel with BTF). A classic
+//! The block probes on raw tracepoints (every kernel with BTF). A classic
 //! tracepoint first builds a trace record (rwbs string, comm, command) and
 //! only then runs the program; measured here, merely having the classic probes attached cost
 //! ~12% of fio's IOPS. The raw ones get the kernel objects themselves: requests are keyed by
@@ -14,14 +14,12 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use iotop_bpf_common::{
-    COMM_LEN,
     block::ORIGIN_INSERT,
     block::{
         FLAG_FUA, FLAG_META, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC, InFlightKey, OP_DISCARD,
         OP_FLUSH, OP_OTHER, OP_READ, OP_WRITE, ORIGIN_START, RAW_KEY_DEV, RawOffsets,
     },
-    dstate::{WakeupOutcome, on_wakeup},
-    maps::{COUNTER_DSTATE_STALE, COUNTER_READ_FAILED},
+    maps::COUNTER_READ_FAILED,
     raw::RawLayout,
     rwbs::RWBS_READ_LEN,
     tracepoint::ABSENT,
@@ -31,7 +29,6 @@ use crate::{
     blame,
     block::{Completion, bump, created_by_current_task, finish, inserted, issued, unpaired},
     inflight,
-    sched::{Episodes, finished},
 };
 
 #[unsafe(no_mangle)]
@@ -52,13 +49,12 @@ macro_rules! layout {
 }
 pub(crate) use layout;
 
-/// Argument `n` of a raw tracepoint, `n` a load-time constant. A raw tracepoint's context
+/// Argument `n` of a raw or BTF tracepoint, `n` a load-time constant. Such a context
 /// may only be read at fixed offsets: each arm is one load at its own constant offset,
 /// written in asm so that the compiler cannot fold the arms into `ctx + n * 8` (a
 /// "modified ctx ptr" the verifier refuses). The verifier knows `n` and walks one arm.
 #[inline(always)]
-pub fn arg(ctx: &RawTracePointContext, n: u32) -> u64 {
-    use aya_ebpf::EbpfContext as _;
+pub fn arg(ctx: &impl aya_ebpf::EbpfContext, n: u32) -> u64 {
     let base = ctx.as_ptr() as u64;
     macro_rules! at {
         ($k:literal) => {{
@@ -263,34 +259,4 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
     };
     finish(slot, &completion, &key(rq), now);
     0
-}
-
-/// `sched_wakeup(struct task_struct *p)`.
-#[raw_tracepoint(tracepoint = "sched_wakeup")]
-pub fn raw_dstate_wakeup(ctx: RawTracePointContext) -> i32 {
-    wakeup(ctx.arg(0), crate::sched::NoWakeupStack);
-    0
-}
-
-/// Ends the D episode of `task`, if it has one (both wakeup programs).
-#[inline(always)]
-pub fn wakeup(task: u64, stack: impl crate::sched::WakeupStack) {
-    let o = RAW_OFFSETS.load();
-    // Most wakeups are of tasks sleeping in S: one read and out. (A hit still looks its
-    // thread up: the bit is also left set from an earlier D sleep.)
-    if o.task_load_bit < 32 {
-        let word: u32 = read(task, o.task_load_word).unwrap_or(u32::MAX);
-        if word & (1 << o.task_load_bit) == 0 {
-            return;
-        }
-    }
-    let Ok(pid) = read::<u32>(task, o.task_pid) else {
-        return;
-    };
-    let comm = || read(task, o.task_comm).unwrap_or([0; COMM_LEN]);
-    match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
-        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns, stack),
-        WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
-        WakeupOutcome::NoEpisode => {}
-    }
 }

@@ -1,12 +1,20 @@
-//! D-state episodes: a thread switching out in TASK_UNINTERRUPTIBLE starts one (with its
-//! kernel stack), its wakeup ends it. Episodes in progress stay in a map that user space reads
-//! every interval for live durations; finished ones add to the process's D time and, above a
-//! threshold, are streamed.
+//! D-state episodes. Where BTF describes the scheduler, one `sched_switch` program sees both
+//! ends of an episode: the switch out of a thread in TASK_UNINTERRUPTIBLE starts it, and the
+//! thread's next switch in ends it at the time its wakeup queued it (the scheduler's
+//! `sched_info.last_queued`, still set when the tracepoint fires). No wakeup program runs:
+//! most wakeups are of threads that slept in S, and each would be a program run. Without BTF
+//! the classic `sched_switch` and `sched_wakeup` tracepoints pair the ends instead.
+//!
+//! Episodes in progress stay in a table user space reads in place every interval; finished
+//! ones add to the process's D time and, above a threshold, are streamed with the sleeper's
+//! stack (taken at its switch in, before it runs: still its wait site).
 
 use aya_ebpf::{
-    Global,
+    EbpfContext, Global,
     bindings::{BPF_F_MMAPABLE, BPF_F_REUSE_STACKID},
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+    },
     macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{Array, LruPerCpuHashMap, PerCpuArray, StackTrace},
     programs::{
@@ -17,22 +25,37 @@ use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
     assoc::{Way, choose, position},
     dstate::{
-        DSTATE_FRAMES, DStateRecord, EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, EpisodeTable,
-        STACK_NOT_SAMPLED, SchedOffsets, SwitchOutcome, WAKEUP_STACK_NONE, WakeupOutcome,
-        episode_set, on_switch, on_wakeup,
+        CLOCK_KTIME, CLOCK_RQ, DSTATE_FRAMES, DStateOffsets, DStateRecord, EPISODE_SETS,
+        EPISODE_WAYS, Episode, EpisodeEnd, EpisodeSet, EpisodeTable, STACK_NOT_SAMPLED,
+        SchedOffsets, SwitchOutcome, TASK_UNINTERRUPTIBLE, WAKEUP_STACK_NONE, WakeupOutcome,
+        episode_end, episode_set, is_dstate, on_switch, on_wakeup,
     },
-    maps::{COUNTER_DSTATE_STALE, COUNTER_RING_DROPPED},
+    maps::{COUNTER_DSTATE_STALE, COUNTER_DSTATE_UNQUEUED, COUNTER_RING_DROPPED},
+    raw::{FAULT_REJECT_DSTATE, FAULT_REJECT_WAIT_SITES},
     tracepoint::ABSENT,
 };
 
 use crate::{
     block::{EVENTS, add_per_cpu, bump, submit},
     fields::Window,
-    raw::layout,
 };
 
 #[unsafe(no_mangle)]
 static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);
+
+/// Set by the loader (a plain static, not a `Global`: a probe reads the fields it needs, not
+/// a copy of the whole).
+#[unsafe(no_mangle)]
+static DSTATE_OFFSETS: DStateOffsets = DStateOffsets::ABSENT;
+
+/// One field of [`DSTATE_OFFSETS`], as the loader set it (a volatile read: the compiler must
+/// not fold in the value compiled here; the verifier knows it, from the frozen `.rodata`).
+macro_rules! offset {
+    ($field:ident) => {
+        // SAFETY: a read of a static's field.
+        unsafe { core::ptr::read_volatile(&raw const DSTATE_OFFSETS.$field) }
+    };
+}
 
 #[unsafe(no_mangle)]
 static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
@@ -56,8 +79,9 @@ static LAST_STACK_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
 
 /// The episode table over [`DSTATE_EPISODES`]: a 4-way set-associative array by thread id.
-/// A thread's episodes are written by its own switch-out and its wakeup, which the scheduler
-/// orders, and by user space only to clear a stale one (a compare-and-swap on `start_ns`).
+/// A thread's episodes are written by its own switch out and its switch in (or wakeup), which
+/// the scheduler orders, and by user space only to clear a stale one (a compare-and-swap on
+/// `start_ns`).
 pub struct Episodes;
 
 impl Episodes {
@@ -91,8 +115,8 @@ impl Episodes {
                 // The first way's episode is dropped unfinished.
                 bump(COUNTER_DSTATE_STALE);
             }
-            // The id is written before the episode, and only the new thread's own wakeup
-            // looks for it, after this.
+            // The id is written before the episode, and only the new thread's own switch in
+            // (or wakeup) looks for it, after this.
             (*set).lines[index].episode.start_ns = 0;
             (*set).tids[index] = pid;
             Some(&raw mut (*set).lines[index].episode)
@@ -148,10 +172,207 @@ impl EpisodeTable for Episodes {
     fn remove(&self, pid: u32) {
         if let Some(slot) = Self::find(pid) {
             // SAFETY: a valid map value. User space clears only an episode whose thread left
-            // D over a second ago, which this thread's wakeup no longer races.
+            // D over a second ago, which this thread's own probes no longer race.
             unsafe { (*slot).start_ns = 0 };
         }
     }
+}
+
+/// How a program reads a task and the objects it points to.
+trait Kernel: Copy {
+    fn u32(self, base: u64, offset: u32) -> u32;
+    fn u64(self, base: u64, offset: u32) -> u64;
+    /// The command of `task`, the current task (the one switching out).
+    fn comm(self, task: u64) -> [u8; COMM_LEN];
+    /// (pid, tgid) of `task`, the current task.
+    fn ids(self, task: u64) -> (u32, u32);
+}
+
+/// Loads through the pointers a `tp_btf` program is given, which the verifier checks against
+/// BTF (a faulting load reads 0): one instruction each.
+#[derive(Clone, Copy)]
+struct Direct;
+
+impl Kernel for Direct {
+    #[inline(always)]
+    fn u32(self, base: u64, offset: u32) -> u32 {
+        // SAFETY: a BTF-checked load from a kernel object (BPF_PROBE_MEM).
+        unsafe { core::ptr::read_volatile((base + u64::from(offset)) as *const u32) }
+    }
+    #[inline(always)]
+    fn u64(self, base: u64, offset: u32) -> u64 {
+        // SAFETY: as above.
+        unsafe { core::ptr::read_volatile((base + u64::from(offset)) as *const u64) }
+    }
+    #[inline(always)]
+    fn comm(self, task: u64) -> [u8; COMM_LEN] {
+        let at = offset!(task_comm);
+        let (head, tail) = (self.u64(task, at), self.u64(task, at + 8));
+        let mut comm = [0u8; COMM_LEN];
+        comm[..8].copy_from_slice(&head.to_ne_bytes());
+        comm[8..].copy_from_slice(&tail.to_ne_bytes());
+        comm
+    }
+    #[inline(always)]
+    fn ids(self, task: u64) -> (u32, u32) {
+        (
+            self.u32(task, offset!(task_pid)),
+            self.u32(task, offset!(task_tgid)),
+        )
+    }
+}
+
+/// `bpf_probe_read_kernel`, for the raw tracepoint's plain pointers.
+#[derive(Clone, Copy)]
+struct Probed;
+
+impl Kernel for Probed {
+    #[inline(always)]
+    fn u32(self, base: u64, offset: u32) -> u32 {
+        crate::file::read::<u32>(base, offset).unwrap_or(0)
+    }
+    #[inline(always)]
+    fn u64(self, base: u64, offset: u32) -> u64 {
+        crate::file::read::<u64>(base, offset).unwrap_or(0)
+    }
+    #[inline(always)]
+    fn comm(self, _task: u64) -> [u8; COMM_LEN] {
+        bpf_get_current_comm().unwrap_or([0; COMM_LEN])
+    }
+    #[inline(always)]
+    fn ids(self, _task: u64) -> (u32, u32) {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        (pid_tgid as u32, (pid_tgid >> 32) as u32)
+    }
+}
+
+/// The runqueue clock of `task`'s CPU (`task->se.cfs_rq->rq->clock`), as the scheduler last
+/// updated it: at the top of `__schedule`, for the switch being traced.
+#[inline(always)]
+fn rq_clock(k: impl Kernel, task: u64) -> u64 {
+    let cfs_rq = k.u64(task, offset!(task_cfs_rq));
+    let link = offset!(cfs_rq_rq);
+    if link != ABSENT {
+        return k.u64(k.u64(cfs_rq, link), offset!(rq_clock));
+    }
+    // Without group scheduling the cfs_rq is inside its rq: no BTF pointer leads back out of
+    // it, so this one is read as plain memory.
+    let rq = cfs_rq.wrapping_sub(u64::from(offset!(rq_cfs)));
+    let clock = rq + u64::from(offset!(rq_clock));
+    // SAFETY: bpf_probe_read_kernel validates the address.
+    unsafe { bpf_probe_read_kernel(clock as *const u64) }.unwrap_or(0)
+}
+
+/// `prev` switches out in D: its episode starts.
+#[inline(always)]
+fn switched_out<C: StackIdContext>(k: impl Kernel, ctx: &C, prev: u64) {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let (pid, tgid) = k.ids(prev);
+    let episode = Episode {
+        start_ns: now,
+        tgid,
+        pid,
+        stack_id: sampled_stack(ctx, now),
+        _pad: 0,
+        comm: k.comm(prev),
+        task: prev,
+        start_clock: if offset!(clock) == CLOCK_KTIME {
+            now
+        } else {
+            rq_clock(k, prev)
+        },
+    };
+    if on_switch(&Episodes, TASK_UNINTERRUPTIBLE, &episode) == SwitchOutcome::ReplacedStale {
+        bump(COUNTER_DSTATE_STALE);
+    }
+}
+
+/// `next` switches in: the end of its D episode, if it has one.
+#[inline(always)]
+fn switched_in(k: impl Kernel, next: u64, stack: impl WakeupStack) {
+    // Most threads switching in did not last block in D: one load and out.
+    let bit = offset!(task_load_bit);
+    if bit < 32 && k.u32(next, offset!(task_load_word)) & (1 << bit) == 0 {
+        return;
+    }
+    let Some(slot) = Episodes::find(k.u32(next, offset!(task_pid))) else {
+        return;
+    };
+    // SAFETY: a valid map value, copied out at once.
+    let episode = unsafe { *slot };
+    if episode.start_ns == 0 {
+        return;
+    }
+    // SAFETY: a valid map value; this thread's own probes are its only other writers.
+    unsafe { core::ptr::write_volatile(&raw mut (*slot).start_ns, 0) };
+    if episode.task != next {
+        // The episode of a thread whose id this one reused: it never switched in again.
+        bump(COUNTER_DSTATE_STALE);
+        return;
+    }
+    let end = match offset!(clock) {
+        CLOCK_KTIME => EpisodeEnd::Running(unsafe { bpf_ktime_get_ns() }),
+        CLOCK_RQ => EpisodeEnd::Running(rq_clock(k, next)),
+        _ => episode_end(
+            episode.start_clock,
+            k.u64(next, offset!(task_last_queued)),
+            || rq_clock(k, next),
+        ),
+    };
+    if offset!(clock) > CLOCK_RQ && matches!(end, EpisodeEnd::Running(_)) {
+        bump(COUNTER_DSTATE_UNQUEUED);
+    }
+    let duration = end.clock().saturating_sub(episode.start_clock);
+    finished(&episode, episode.start_ns + duration, stack);
+}
+
+/// The state `prev` switches out in: `sched_switch`'s argument where it passes one, else the
+/// task's own state, which still holds the state it sleeps in.
+#[inline(always)]
+fn prev_state(k: impl Kernel, ctx: &impl EbpfContext, prev: u64) -> u64 {
+    let arg = offset!(switch_state_arg);
+    if arg != ABSENT {
+        return crate::raw::arg(ctx, arg) & 0xffff_ffff;
+    }
+    let at = offset!(task_state);
+    if offset!(task_state_size) == 4 {
+        u64::from(k.u32(prev, at))
+    } else {
+        k.u64(prev, at)
+    }
+}
+
+/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next[,
+/// unsigned int prev_state])` with BTF: both ends of D episodes, and the sleeper's stack for
+/// every episode long enough to stream.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn dstate_switch_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::verifier::inject(&ctx, FAULT_REJECT_DSTATE);
+    crate::verifier::inject(&ctx, FAULT_REJECT_WAIT_SITES);
+    let preempt: u64 = ctx.arg(0);
+    let prev: *mut aya_ebpf::bindings::task_struct = ctx.arg(1);
+    let next: *mut aya_ebpf::bindings::task_struct = ctx.arg(2);
+    // A preempted task stays runnable whatever its state says: no sleep.
+    if preempt & 1 == 0 && is_dstate(prev_state(Direct, &ctx, prev as u64)) {
+        switched_out(Direct, &ctx, prev as u64);
+    }
+    switched_in(Direct, next as u64, SleeperStack(next));
+    0
+}
+
+/// The same on the plain raw tracepoint, where the kernel refuses the BTF-typed program:
+/// stacks only as sampled at the switch out.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
+    crate::verifier::inject(&ctx, FAULT_REJECT_DSTATE);
+    let preempt: u64 = ctx.arg(0);
+    let prev: u64 = ctx.arg(1);
+    let next: u64 = ctx.arg(2);
+    if preempt & 1 == 0 && is_dstate(prev_state(Probed, &ctx, prev)) {
+        switched_out(Probed, &ctx, prev);
+    }
+    switched_in(Probed, next, NoWakeupStack);
+    0
 }
 
 /// The current task's kernel stack, unless this CPU took one less than `STACK_MIN_GAP_NS`
@@ -172,58 +393,7 @@ fn sampled_stack<C: StackIdContext>(ctx: &C, now: u64) -> i32 {
         .map_or(-1, |id| id as i32)
 }
 
-/// sched_switch runs in the task that is switching out (`prev` is current).
-#[inline(always)]
-fn switched_out<C: StackIdContext>(ctx: &C, prev_state: u64) {
-    if !iotop_bpf_common::dstate::is_dstate(prev_state) {
-        return; // the common case, decided before any helper call
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let now = unsafe { bpf_ktime_get_ns() };
-    let episode = Episode {
-        start_ns: now,
-        tgid: (pid_tgid >> 32) as u32,
-        pid: pid_tgid as u32,
-        stack_id: sampled_stack(ctx, now),
-        _pad: 0,
-        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
-    };
-    if on_switch(&Episodes, prev_state, &episode) == SwitchOutcome::ReplacedStale {
-        bump(COUNTER_DSTATE_STALE);
-    }
-}
-
-/// `sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next[,
-/// unsigned int prev_state])`: no trace record is built. Where the state is no argument
-/// (before 5.18), it is read from `prev`, which still holds the state it sleeps in.
-#[raw_tracepoint(tracepoint = "sched_switch")]
-pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
-    crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_DSTATE);
-    // A preempted task stays runnable whatever its state says: no sleep, and no wakeup
-    // would end it.
-    let preempt: u64 = ctx.arg(0);
-    if preempt & 1 != 0 {
-        return 0;
-    }
-    let state_arg = layout!(switch_state_arg);
-    let prev_state = if state_arg != ABSENT {
-        crate::raw::arg(&ctx, state_arg) & 0xffff_ffff
-    } else {
-        let prev: u64 = ctx.arg(1);
-        let at = layout!(task_state);
-        let state = if layout!(task_state_size) == 4 {
-            crate::file::read::<u32>(prev, at).map(u64::from)
-        } else {
-            crate::file::read::<u64>(prev, at)
-        };
-        let Ok(state) = state else { return 0 };
-        state
-    };
-    switched_out(&ctx, prev_state);
-    0
-}
-
-/// The classic tracepoint, for kernels whose raw sched_switch has no prev_state argument.
+/// The classic tracepoint, for kernels without BTF: the switch out only.
 #[tracepoint]
 pub fn dstate_switch(ctx: TracePointContext) -> u32 {
     let offsets = SCHED_OFFSETS.load();
@@ -235,17 +405,34 @@ pub fn dstate_switch(ctx: TracePointContext) -> u32 {
     } else {
         record.u64(offsets.prev_state)
     };
-    if let Ok(state) = state {
-        switched_out(&ctx, state);
+    let Ok(state) = state else { return 0 };
+    if !is_dstate(state) {
+        return 0;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let now = unsafe { bpf_ktime_get_ns() };
+    let episode = Episode {
+        start_ns: now,
+        tgid: (pid_tgid >> 32) as u32,
+        pid: pid_tgid as u32,
+        stack_id: sampled_stack(&ctx, now),
+        _pad: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+        task: 0,
+        start_clock: now,
+    };
+    if on_switch(&Episodes, state, &episode) == SwitchOutcome::ReplacedStale {
+        bump(COUNTER_DSTATE_STALE);
     }
     0
 }
 
+/// The classic wakeup, which ends an episode where no BTF describes the scheduler.
 #[tracepoint]
 pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
     let offsets = SCHED_OFFSETS.load();
     // Most wakeups are of tasks sleeping in S: read the pid alone, one lookup, and out.
-    if offsets.wakeup_pid == iotop_bpf_common::tracepoint::ABSENT {
+    if offsets.wakeup_pid == ABSENT {
         return 0;
     }
     // SAFETY: bpf_probe_read_kernel validates the address; the offset comes from tracefs.
@@ -289,9 +476,8 @@ impl WakeupStack for NoWakeupStack {
     }
 }
 
-/// The woken task itself, as the BTF tracepoint passes it: it still sleeps at its wait site
-/// (the wakeup runs under its runqueue's lock, before it can run), so its stack is where it
-/// waited.
+/// The thread switching in, as the BTF tracepoint passes it: it has not run since it was
+/// woken, so its stack is still where it waited.
 struct SleeperStack(*mut aya_ebpf::bindings::task_struct);
 
 impl WakeupStack for SleeperStack {
@@ -312,7 +498,7 @@ impl WakeupStack for SleeperStack {
 }
 
 #[inline(always)]
-pub fn finished(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
+fn finished(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
     let duration = end_ns - episode.start_ns;
     add_per_cpu!(DSTATE_TIME, &episode.tgid, duration);
     if duration < DSTATE_RECORD_MIN_NS.load() {
@@ -337,14 +523,4 @@ pub fn finished(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
         (*record).stack_bytes = stack.take(&raw mut (*record).ips);
     }
     submit(slot);
-}
-
-/// `sched_wakeup(struct task_struct *p)` with BTF: the raw tracepoint's logic
-/// (`raw_dstate_wakeup`), plus the sleeper's stack for every episode long enough to stream.
-#[btf_tracepoint(function = "sched_wakeup")]
-pub fn dstate_wakeup_btf(ctx: BtfTracePointContext) -> i32 {
-    crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_WAIT_SITES);
-    let task: *mut aya_ebpf::bindings::task_struct = ctx.arg(0);
-    crate::raw::wakeup(task as u64, SleeperStack(task));
-    0
 }

@@ -318,7 +318,7 @@ fn without_the_stack_taking_wakeup_each_missing_site_says_why() {
         .collect();
     assert!(
         degraded.iter().any(|d| d.starts_with(
-            "D episodes show a wait site only when sampled: dstate_wakeup_btf (tp_btf:sched_wakeup) not attached"
+            "D episodes show a wait site only when sampled: dstate_switch_btf (tp_btf:sched_switch) not attached"
         )),
         "{degraded:#?}"
     );

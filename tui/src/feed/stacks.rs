@@ -1,12 +1,12 @@
 //! Kernel stacks of D episodes, and why one is missing.
 //!
-//! A finished episode long enough to stream carries the stack the wakeup program took from
-//! the sleeping thread (`dstate_wakeup_btf`): every such episode has its wait site. Where
-//! that program is not attached, the probes' sampled stacks remain: at most one per CPU
-//! per millisecond at the switch into D (a stack costs ~0.5 µs and synchronous I/O puts a
-//! thread in D for every request), so many episodes have none.
+//! A finished episode long enough to stream carries the stack the switch probe took from the
+//! sleeping thread as it switched back in, before it ran (`dstate_switch_btf`): every such
+//! episode has its wait site. Where that program is not attached, the probes' sampled stacks
+//! remain: at most one per CPU per 10 ms at the switch into D (a stack costs ~0.5 µs and
+//! synchronous I/O puts a thread in D for every request), so many episodes have none.
 //!
-//! A thread still in D has no wakeup yet: its stack comes from the probes' sample, else
+//! A thread still in D has not switched in yet: its stack comes from the probes' sample, else
 //! from `/proc/TID/stack` (root only), read at the first tick that sees the episode and
 //! kept until it ends, so its finished record gets it too when nothing better came.
 

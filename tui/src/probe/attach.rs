@@ -12,7 +12,10 @@ use iotop_bpf_common::{
     blame::GLOBAL_BLAME_OFFSETS,
     block::GLOBAL_RAW_OFFSETS,
     dio::{GLOBAL_DIO_OFFSETS, GLOBAL_RAW_DIO_OFFSETS},
-    dstate::{GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS, GLOBAL_STACK_MIN_GAP_NS},
+    dstate::{
+        GLOBAL_DSTATE_OFFSETS, GLOBAL_DSTATE_RECORD_MIN_NS, GLOBAL_SCHED_OFFSETS,
+        GLOBAL_STACK_MIN_GAP_NS,
+    },
     process::GLOBAL_EXIT_OFFSETS,
     raw::{GLOBAL_FAULT_INJECT, GLOBAL_RAW_LAYOUT, GLOBAL_SYSCALL_TABLE},
     sync::{
@@ -180,6 +183,7 @@ pub(super) fn set_globals<'a>(loader: &mut EbpfLoader<'a>, plan: &'a Plan) {
     loader.override_global(GLOBAL_FRONTMERGE_FIELDS, &g.frontmerge_fields, true);
     loader.override_global(GLOBAL_RQ_MERGE_FIELDS, &g.rq_merge_fields, true);
     loader.override_global(GLOBAL_SCHED_OFFSETS, &g.sched, true);
+    loader.override_global(GLOBAL_DSTATE_OFFSETS, &g.dstate, true);
     loader.override_global(GLOBAL_DIO_OFFSETS, &g.dio, true);
     loader.override_global(GLOBAL_EXIT_OFFSETS, &g.exit, true);
     loader.override_global(GLOBAL_DSTATE_RECORD_MIN_NS, &DSTATE_RECORD_MIN_NS, true);
@@ -332,6 +336,14 @@ pub(super) fn report_refusals(
     failed: &HashMap<&str, String>,
 ) {
     for (step, reason) in refused {
+        // A program whose plainer replacement was refused too: the replacement's loss is
+        // the whole of it, and said once.
+        if refused
+            .iter()
+            .any(|(other, _)| other.instead_of == Some(step.program))
+        {
+            continue;
+        }
         report.degraded.push(format!(
             "{}: {} ({}) not attached: {reason}",
             step.part.loss(),

@@ -44,9 +44,9 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// Set to `classic` to force the classic tracepoints (for comparison and tests).
 pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
 
-/// Set (tests) to make the kernel refuse a probe: `reject-dstate`, the D-state switch probe;
-/// `reject-wait-sites`, the wakeup probe that takes stacks; `reject-block`, the raw completion
-/// probe (required: the tool stops).
+/// Set (tests) to make the kernel refuse a probe: `reject-dstate`, both D-state switch probes;
+/// `reject-wait-sites`, the BTF-typed switch probe that takes stacks; `reject-block`, the raw
+/// completion probe (required: the tool stops).
 pub const FAULT_ENV: &str = "IOTOP_BPF_FAULT";
 
 /// Bytes of unread ring data above which the kernel wakes the reader early (between the

@@ -18,14 +18,10 @@ fn bit(k: &KernelFacts, name: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("no enum value {name} in the kernel's BTF"))
 }
 
-/// What the raw block and wakeup probes read of requests, disks and tasks.
+/// What the raw block probes read of requests and disks.
 pub fn request(k: &KernelFacts) -> Result<RawOffsets, String> {
     // REQ_OP_BITS is a #define; the first flag bit comes right after the operation bits.
     let op_bits = bit(k, "__REQ_FAILFAST_DEV")?;
-    // Optional: without it every wakeup looks its thread up.
-    let load_bit = k
-        .member("task_struct", "sched_contributes_to_load")
-        .map(|m| m.bit_offset);
     // Where requests point at their disk (before 5.17), q->disk is not needed.
     let q_disk = match k.offset("request", "rq_disk") {
         Some(_) => 0,
@@ -39,8 +35,6 @@ pub fn request(k: &KernelFacts) -> Result<RawOffsets, String> {
         q_disk,
         disk_major: off(k, "gendisk", "major")?,
         disk_first_minor: off(k, "gendisk", "first_minor")?,
-        task_pid: off(k, "task_struct", "pid")?,
-        task_comm: off(k, "task_struct", "comm")?,
         op_mask: if op_bits < 32 {
             (1 << op_bits) - 1
         } else {
@@ -56,8 +50,6 @@ pub fn request(k: &KernelFacts) -> Result<RawOffsets, String> {
         bit_use_sched: k
             .enum_value("__RQF_USE_SCHED")
             .map_or(u32::MAX, |v| u32::try_from(v).unwrap_or(u32::MAX)),
-        task_load_word: load_bit.map_or(0, |bits| bits / 32 * 4),
-        task_load_bit: load_bit.map_or(u32::MAX, |bits| bits % 32),
     };
     // The completion probe reads q, cmd_flags and __sector in one 64-byte read.
     let head_fits = [

@@ -1,7 +1,10 @@
-//! The scheduler probes: D-state episodes (`sched_switch` to `sched_wakeup`) and process
-//! exits.
+//! The scheduler probes: D-state episodes (`sched_switch` alone where BTF describes the
+//! scheduler, else `sched_switch` to `sched_wakeup`) and process exits.
 
-use iotop_bpf_common::tracepoint::ABSENT;
+use iotop_bpf_common::{
+    dstate::{CLOCK_KTIME, CLOCK_RQ, CLOCK_RQ_QUEUED, DStateOffsets},
+    tracepoint::ABSENT,
+};
 
 use super::{KernelFacts, Part, Plan, Step, arg_is, offsets::off};
 
@@ -47,19 +50,20 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
 }
 
 fn raw_dstate(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
-    if !arg_is(k, "sched_wakeup", 0, "task_struct") {
-        return Err("no raw sched_wakeup(struct task_struct *) tracepoint".to_string());
-    }
     let switch = k
         .raw_tracepoint("sched_switch")
         .ok_or("no raw sched_switch tracepoint")?;
-    if !arg_is(k, "sched_switch", 1, "task_struct") {
-        return Err("raw sched_switch does not pass the previous task second".to_string());
+    if !arg_is(k, "sched_switch", 1, "task_struct") || !arg_is(k, "sched_switch", 2, "task_struct")
+    {
+        return Err("raw sched_switch does not pass the previous and next tasks".to_string());
     }
-    let o = &mut plan.globals.raw_offsets;
-    o.task_pid = off(k, "task_struct", "pid")?;
-    o.task_comm = off(k, "task_struct", "comm")?;
-    // Optional: without it every wakeup looks its thread up.
+    let mut o = DStateOffsets {
+        task_pid: off(k, "task_struct", "pid")?,
+        task_tgid: off(k, "task_struct", "tgid")?,
+        task_comm: off(k, "task_struct", "comm")?,
+        ..DStateOffsets::ABSENT
+    };
+    // Optional: without it every switch in looks its thread up.
     if let Some(bits) = k
         .member("task_struct", "sched_contributes_to_load")
         .map(|m| m.bit_offset)
@@ -67,34 +71,69 @@ fn raw_dstate(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
         o.task_load_word = bits / 32 * 4;
         o.task_load_bit = bits % 32;
     }
-    let l = &mut plan.globals.raw_layout;
     // prev_state is the fourth argument from 5.18; before, the task holds it.
     if switch.len() >= 4 && switch[3].size == 4 && !switch[3].ty.contains('*') {
-        l.switch_state_arg = 3;
+        o.switch_state_arg = 3;
     } else {
         let state = k
             .member("task_struct", "__state")
             .or_else(|| k.member("task_struct", "state"))
             .filter(|m| matches!(m.size, 4 | 8))
             .ok_or("no task_struct.__state or .state of 4 or 8 bytes in the kernel's BTF")?;
-        l.task_state = state.offset();
-        l.task_state_size = state.size;
+        o.task_state = state.offset();
+        o.task_state_size = state.size;
     }
-    // The same wakeup with the task's BTF type, so that it can take the sleeper's stack;
-    // the plain one where the kernel refuses that program (or its helper).
+    if let Err(why) = clock(k, &mut o) {
+        plan.notes.push(format!(
+            "D episodes end when their thread runs again, its wait for a CPU counted as D: {why}"
+        ));
+    }
+    plan.globals.dstate = o;
+    // Both ends of an episode on one program: BTF-typed where the kernel allows it, so that
+    // it can take the sleeper's stack as the episode ends; the plain one in its place.
     plan.steps.push(Step::btf(
-        "dstate_wakeup_btf",
-        "sched_wakeup",
+        "dstate_switch_btf",
+        "sched_switch",
         Part::WaitSites,
     ));
     plan.steps.push(
-        Step::raw("raw_dstate_wakeup", "sched_wakeup", Part::DState)
-            .instead_of("dstate_wakeup_btf"),
-    );
-    plan.steps.push(
-        Step::raw("dstate_switch_raw", "sched_switch", Part::DState).after("raw_dstate_wakeup"),
+        Step::raw("dstate_switch_raw", "sched_switch", Part::DState)
+            .instead_of("dstate_switch_btf"),
     );
     Ok(())
+}
+
+/// The clock episodes are timed on: the runqueue's, reached from the task's CFS runqueue, and
+/// the wakeup's enqueue stamp as the end; `Err` says what is missing, and `o.clock` what is
+/// used instead.
+fn clock(k: &KernelFacts, o: &mut DStateOffsets) -> Result<(), String> {
+    let rq = (|| -> Result<(), String> {
+        o.task_cfs_rq = off(k, "task_struct", "se")? + off(k, "sched_entity", "cfs_rq")?;
+        match k.offset("cfs_rq", "rq") {
+            Some(at) => o.cfs_rq_rq = at,
+            None => o.rq_cfs = off(k, "rq", "cfs")?,
+        }
+        o.rq_clock = off(k, "rq", "clock")?;
+        Ok(())
+    })();
+    if let Err(why) = rq {
+        o.clock = CLOCK_KTIME;
+        return Err(format!("no runqueue clock ({why})"));
+    }
+    match (
+        k.offset("task_struct", "sched_info"),
+        k.offset("sched_info", "last_queued"),
+    ) {
+        (Some(info), Some(queued)) => {
+            o.task_last_queued = info + queued;
+            o.clock = CLOCK_RQ_QUEUED;
+            Ok(())
+        }
+        _ => {
+            o.clock = CLOCK_RQ;
+            Err("no sched_info.last_queued in the kernel's BTF (CONFIG_SCHED_INFO off)".into())
+        }
+    }
 }
 
 fn classic_dstate(k: &KernelFacts, plan: &mut Plan) {

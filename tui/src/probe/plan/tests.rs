@@ -3,6 +3,7 @@
 
 use iotop_bpf_common::{
     block::{ORIGIN_INSERT, ORIGIN_START},
+    dstate::CLOCK_RQ_QUEUED,
     raw::{SYSCALL_NONE, SYSCALL_WRITE},
     sync::{RAW_COMPLETE_CQE, RAW_COMPLETE_RES, SYNC_FSYNC},
     tracepoint::ABSENT,
@@ -67,7 +68,7 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
         assert_eq!(plan.globals.raw_layout.rq_arg, 0, "{kernel}");
         let g = &plan.globals;
         assert!(
-            g.raw_offsets.rq_sector > 0 && g.raw_offsets.task_comm > 0,
+            g.raw_offsets.rq_sector > 0 && g.dstate.task_comm > 0,
             "{kernel}"
         );
     }
@@ -118,25 +119,42 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
 fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
     // 5.10: no prev_state argument; task_struct.state is a long.
     let plan = planned("5.10", Options::default(), None);
-    let l = plan.globals.raw_layout;
-    assert_eq!(l.switch_state_arg, ABSENT);
-    assert_eq!(l.task_state_size, 8);
-    assert!(l.task_state > 0);
+    let o = plan.globals.dstate;
+    assert_eq!(o.switch_state_arg, ABSENT);
+    assert_eq!(o.task_state_size, 8);
+    assert!(o.task_state > 0);
     // 6.1 on: sched_switch(preempt, prev, next, prev_state).
     for kernel in ["6.1", "6.12", "6.18"] {
-        let l = planned(kernel, Options::default(), None).globals.raw_layout;
-        assert_eq!(l.switch_state_arg, 3, "{kernel}");
+        let o = planned(kernel, Options::default(), None).globals.dstate;
+        assert_eq!(o.switch_state_arg, 3, "{kernel}");
     }
     for kernel in KERNELS {
         let plan = planned(kernel, Options::default(), None);
-        let switch = step(&plan, "dstate_switch_raw").unwrap();
-        assert_eq!(switch.after, Some("raw_dstate_wakeup"), "{kernel}");
-        // The wakeup that takes the sleeper's stack, the plain one in its place if refused.
-        let btf = step(&plan, "dstate_wakeup_btf").unwrap();
-        assert_eq!(btf.attach, Attach::Btf("sched_wakeup"), "{kernel}");
-        let plain = step(&plan, "raw_dstate_wakeup").unwrap();
-        assert_eq!(plain.instead_of, Some("dstate_wakeup_btf"), "{kernel}");
-        assert!(plan.globals.raw_offsets.task_load_bit < 32, "{kernel}");
+        // Both ends on sched_switch: BTF-typed (it takes the sleeper's stack), the plain one
+        // in its place if refused; no wakeup program.
+        let btf = step(&plan, "dstate_switch_btf").unwrap();
+        assert_eq!(btf.attach, Attach::Btf("sched_switch"), "{kernel}");
+        let plain = step(&plan, "dstate_switch_raw").unwrap();
+        assert_eq!(plain.instead_of, Some("dstate_switch_btf"), "{kernel}");
+        assert!(
+            !plan.steps.iter().any(|s| matches!(
+                s.attach,
+                Attach::Raw("sched_wakeup") | Attach::Btf("sched_wakeup")
+            )),
+            "{kernel}"
+        );
+        let o = plan.globals.dstate;
+        assert!(o.task_load_bit < 32, "{kernel}");
+        // Every kernel here keeps the wakeup's enqueue stamp, on the runqueue clock reached
+        // through the task's CFS runqueue (Debian builds with group scheduling).
+        assert_eq!(o.clock, CLOCK_RQ_QUEUED, "{kernel}");
+        assert!(o.task_last_queued > o.task_cfs_rq, "{kernel}");
+        assert_ne!(o.cfs_rq_rq, ABSENT, "{kernel}");
+        assert!(
+            !plan.notes.iter().any(|n| n.contains("D episodes end")),
+            "{kernel}: {:?}",
+            plan.notes
+        );
     }
     // Exits: group_dead is an argument on 6.18, task->signal->live before.
     assert_eq!(
