@@ -81,10 +81,14 @@ pub fn seen(proc: &ProcRow) -> Option<Seen> {
     })
 }
 
-/// The device time each process spent on `dev`, and the disk's in all.
+/// The device time each process spent on `dev`, and the disk's in all. Kernel threads are
+/// left out: a journal thread writes for the syncing processes themselves (its writes are
+/// charged to their calls), and a flusher's write-back is its dirtiers' (not yet split by
+/// dirtier here: a buffered bulk writer is not named through its flusher).
 pub fn busy_on(procs: &[ProcRow], dev: Dev) -> (Vec<(&ProcRow, u64)>, u64) {
     let by: Vec<(&ProcRow, u64)> = procs
         .iter()
+        .filter(|p| !p.kernel_thread)
         .filter_map(|p| {
             p.devices
                 .iter()

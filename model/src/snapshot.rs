@@ -191,6 +191,11 @@ pub struct ReadFigures {
     /// `asked_known` false: not sampled, e.g. a process that started before the probes and
     /// was first seen this interval).
     pub major_faults: u64,
+    /// Faults served from memory: pages read around earlier faults that it then touched
+    /// (and anonymous memory): counted as asked, so a program loading its code or scanning a
+    /// mapping is not judged by its major faults alone.
+    #[serde(default)]
+    pub minor_faults: u64,
     pub read_call_bytes: u64,
     pub asked_known: bool,
 }

@@ -99,8 +99,12 @@ fn check(scene: &Scene, proc: &ProcRow, base: &Baseline) -> Option<Finding> {
         .map(|(path, _)| path.clone())
         .collect();
     let measure = base.measure.name();
+    let syncing = finding
+        .files
+        .first()
+        .map_or_else(String::new, |file| format!(", syncing {file},"));
     finding.summary = format!(
-        "{} (pid {}) waits behind {} (pid {}) on {disk}: {measure} p50 {}, {} its {} baseline; {} holds {:.0}% of {disk}'s busy time ({}/s {})",
+        "{} (pid {}){syncing} waits behind {} (pid {}) on {disk}: {measure} p50 {}, {} its {} baseline; {} holds {:.0}% of {disk}'s busy time ({}/s {})",
         proc.comm,
         proc.tgid,
         neighbour.comm,

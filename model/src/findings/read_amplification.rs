@@ -5,8 +5,9 @@
 //! mmap-based databases and search indexes (MongoDB and Elasticsearch document readahead
 //! tuning because of it).
 //!
-//! What it asked for: its major faults (a page each) and the bytes its read calls returned,
-//! from /proc, set against its device read bytes. Fires only when most of those bytes are
+//! What it asked for: its page faults (a page each: major ones that read, minor ones that
+//! used a page read around before) and the bytes its read calls returned, from /proc, set
+//! against its device read bytes. Fires only when most of those bytes are
 //! readahead (`REQ_RAHEAD`: read ahead of, or around, what was asked) and the reads do not
 //! follow each other: a sequential reader uses what it reads ahead (cat, cp, a sequential
 //! scan of a mapping: few major faults, every page read used), and stays quiet. A process
@@ -28,6 +29,9 @@ pub const MAX_SEQUENTIAL_SHARE: f64 = 0.5;
 pub const MIN_AMPLIFICATION: f64 = 4.0;
 /// From here on it is critical.
 pub const CRITICAL_AMPLIFICATION: f64 = 16.0;
+/// Seen this many intervals running: a program starting from a cold cache reads its code
+/// and libraries around a few faults (python's start: 6 major faults, 8 MiB read), once.
+pub const MIN_STREAK: u32 = 2;
 
 #[expect(clippy::cast_precision_loss, reason = "ratios for thresholds")]
 pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
@@ -45,7 +49,9 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         return None;
     }
     let page = u64::from(scene.page_size.max(4096));
-    let faulted = r.major_faults.saturating_mul(page);
+    // Every fault asked for a page: a major one read it (and around it), a minor one used a
+    // page read around before (or anonymous memory: an upper bound, so never a false ratio).
+    let faulted = (r.major_faults + r.minor_faults).saturating_mul(page);
     let asked = faulted.saturating_add(r.read_call_bytes);
     if asked == 0 {
         return None;
@@ -64,7 +70,8 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             Severity::Warning
         },
     )
-    .of_process(proc);
+    .of_process(proc)
+    .persisting(MIN_STREAK);
     finding.dev = Scene::main_disk(proc);
     finding.files = r.files.iter().map(|(path, _)| path.clone()).collect();
     let per_read = r
@@ -73,7 +80,8 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         .unwrap_or(0);
     let how = if by_faults {
         format!(
-            "{} page faults asked {}",
+            "{} page faults ({} major) asked {}",
+            r.major_faults + r.minor_faults,
             r.major_faults,
             quantity::bytes(faulted)
         )
@@ -100,6 +108,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         ("device_read_bytes", Evidence::Count(read)),
         ("asked_bytes", Evidence::Count(asked)),
         ("major_faults", Evidence::Count(r.major_faults)),
+        ("minor_faults", Evidence::Count(r.minor_faults)),
         ("read_call_bytes", Evidence::Count(r.read_call_bytes)),
         ("readahead_bytes", Evidence::Count(r.readahead_bytes)),
         ("readahead_reads", Evidence::Count(r.readahead_requests)),

@@ -213,6 +213,10 @@ pub struct ProcReadTotals {
     pub tgid: u32,
     /// Page faults that had to read (each asked for a page; the kernel read around it).
     pub major_faults: u64,
+    /// Page faults served from memory: pages read around an earlier fault (or ahead) that
+    /// the process then used, and anonymous memory (an upper bound of the pages it touched).
+    #[serde(default)]
+    pub minor_faults: u64,
     /// Bytes its read system calls returned (read, pread64, readv, sendfile,
     /// copy_file_range; from the page cache or not).
     pub read_chars: u64,

@@ -20,8 +20,9 @@ pub(super) struct ReadPeriod {
     readahead_bytes: u64,
     /// Readahead bytes per file, the most read first.
     files: Vec<(FileKey, u64)>,
-    /// From /proc: major faults and read-call bytes in the period, once known.
+    /// From /proc: major and minor faults and read-call bytes in the period, once known.
     major_faults: u64,
+    minor_faults: u64,
     read_chars: u64,
     asked_known: bool,
 }
@@ -72,6 +73,7 @@ impl ReadPeriod {
             self.add_file(file, bytes);
         }
         self.major_faults += other.major_faults;
+        self.minor_faults += other.minor_faults;
         self.read_chars = self.read_chars.saturating_add(other.read_chars);
         self.asked_known |= other.asked_known;
     }
@@ -88,6 +90,7 @@ impl ReadPeriod {
                 .map(|(file, bytes)| (names.name(*file), *bytes))
                 .collect(),
             major_faults: self.major_faults,
+            minor_faults: self.minor_faults,
             read_call_bytes: self.read_chars,
             asked_known: self.asked_known,
         }
@@ -98,6 +101,7 @@ impl ReadPeriod {
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct AskedBefore {
     major_faults: u64,
+    minor_faults: u64,
     read_chars: u64,
 }
 
@@ -115,6 +119,7 @@ pub(super) fn take_asked(
     };
     if let Some(from) = from {
         period.major_faults += now.major_faults.saturating_sub(from.major_faults);
+        period.minor_faults += now.minor_faults.saturating_sub(from.minor_faults);
         period.read_chars = period
             .read_chars
             .saturating_add(now.read_chars.saturating_sub(from.read_chars));
@@ -122,6 +127,7 @@ pub(super) fn take_asked(
     }
     *before = Some(AskedBefore {
         major_faults: now.major_faults,
+        minor_faults: now.minor_faults,
         read_chars: now.read_chars,
     });
 }

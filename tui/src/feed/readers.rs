@@ -105,9 +105,10 @@ fn procfs_path(procs: &mut ProcCache, tgid: u32, file: FileKey) -> Option<String
         .inspect(|path| procs.remember_inode_path(file.fs_dev, file.ino, path))
 }
 
-/// `/proc/PID/stat`'s major faults and start time, `/proc/PID/io`'s `rchar`.
+/// `/proc/PID/stat`'s faults and start time, `/proc/PID/io`'s `rchar`.
 fn read_totals(tgid: u32, started: u64) -> Option<ProcReadTotals> {
     let stat = fs::read_to_string(format!("/proc/{tgid}/stat")).ok()?;
+    let minor_faults = procfs::stat_field(&stat, 10)?.parse().ok()?;
     let major_faults = procfs::stat_field(&stat, 12)?.parse().ok()?;
     let start: u64 = procfs::stat_field(&stat, 22)?.parse().ok()?;
     let io = fs::read_to_string(format!("/proc/{tgid}/io")).ok()?;
@@ -120,6 +121,7 @@ fn read_totals(tgid: u32, started: u64) -> Option<ProcReadTotals> {
     Some(ProcReadTotals {
         tgid,
         major_faults,
+        minor_faults,
         read_chars,
         young: start >= started,
     })

@@ -339,6 +339,10 @@ impl<'a> From<&'a ProcRow> for Process<'a> {
                     .read_demand
                     .asked_known
                     .then_some(f.read_demand.major_faults),
+                minor_faults: f
+                    .read_demand
+                    .asked_known
+                    .then_some(f.read_demand.minor_faults),
                 read_call_bytes: f
                     .read_demand
                     .asked_known
@@ -399,6 +403,7 @@ pub struct ReadDemand<'a> {
     pub sequential_reads: u64,
     /// From /proc (null: not sampled over the whole interval).
     pub major_faults: Option<u64>,
+    pub minor_faults: Option<u64>,
     pub read_call_bytes: Option<u64>,
     /// Readahead bytes per file, the most read first.
     pub files: Vec<ReadFile<'a>>,
