@@ -47,6 +47,9 @@ pub(super) struct SyncPeriod {
     empty_flushes: u64,
     /// Settled calls judged as part of the commit before them (`commit`).
     commit_records: u64,
+    /// Small settled calls whose payload the calling thread wrote by direct I/O just before
+    /// (a log block, then fdatasync: a per-row commit's flush).
+    direct_pairs: u64,
     /// Calls per disk of the synced file (the most synced first, a few kept).
     disks: Vec<(Dev, u64)>,
     /// The calls settled in the period, judged together (calls are settled up to
@@ -381,6 +384,28 @@ impl SyncPeriod {
             sync.own_bytes
         };
         let role = commits.role(sync, (measured || sync.call.dir).then_some(payload));
+        // The pair: a payload written by the thread's own direct I/O just before a sync that
+        // then only flushes, sub-block or rewriting the block the previous one wrote (InnoDB's
+        // redo log block, filled commit by commit). Its device writes are those direct
+        // writes. New whole blocks written so are not a pair: each commit writes whole blocks
+        // of its own, nothing is rewritten in pieces, and the flush alone is `flush_heavy`'s.
+        let paired;
+        let sync = if measured
+            && !sync.call.kind.is_write()
+            && sync.own_bytes == 0
+            && sync.direct_bytes > 0
+            && window > 0
+            && (is_small(&sync.call, window) || sync.direct_rewrite)
+        {
+            self.direct_pairs += 1;
+            paired = SettledSync {
+                own_bytes: sync.direct_bytes,
+                ..sync.clone()
+            };
+            &paired
+        } else {
+            sync
+        };
         self.settled.add(&sync.call, payload);
         *self.settled_kinds.entry(sync.call.kind).or_default() += 1;
         if let Some(name) = sync.call.file.name() {
@@ -473,6 +498,7 @@ impl SyncPeriod {
         self.empty += other.empty;
         self.empty_flushes += other.empty_flushes;
         self.commit_records += other.commit_records;
+        self.direct_pairs += other.direct_pairs;
         self.empty_files.merge(&other.empty_files);
         self.in_sync_write_bytes += other.in_sync_write_bytes;
         if other.fs_block_size != 0 {
@@ -529,6 +555,7 @@ impl SyncPeriod {
             empty: self.empty,
             empty_flushes: self.empty_flushes,
             commit_records: self.commit_records,
+            direct_pairs: self.direct_pairs,
             empty_files: self.empty_files.top.clone(),
             in_sync_write_bytes: self.in_sync_write_bytes,
             charged_write_bytes: self.charged_from.total(),

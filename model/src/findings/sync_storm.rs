@@ -11,7 +11,13 @@
 //!
 //! The calls must also write: a sync that finds its data already on the device (aligned
 //! O_DIRECT writes, then fdatasync) only flushes the device's cache, which `flush_heavy`
-//! judges. Settled calls must average at least one filesystem block of device writes.
+//! judges. Settled calls must average at least one filesystem block of device writes, unless
+//! most are pairs: a sub-block payload the calling thread wrote by O_DIRECT just before the
+//! sync (InnoDB writes each commit's redo log block so, then fdatasyncs it). That is a
+//! database committing row by row, a flush per row, rewriting its log block in pieces: the
+//! storm group commit exists for, which a user wants named (a RAM-backed device's free
+//! flushes never raise `flush_heavy`). Whole blocks written by O_DIRECT then flushed are
+//! not pairs: every commit writes whole blocks, and the flush alone is `flush_heavy`'s.
 //!
 //! io_uring syncs have no measured payload (io_uring's writes are not system calls the
 //! probes count): what each wrote itself stands for it, a bound from above for the data
@@ -80,7 +86,10 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         .iter()
         .map(|p| p.own_bytes + p.charged_bytes)
         .sum::<u64>();
-    if settled == 0 || device / settled < u64::from(s.fs_block_size) {
+    // A commit whose sub-block payload its thread wrote by O_DIRECT just before the sync
+    // (the pair) wrote it: less than a block, and a flush, per row.
+    let paired = s.direct_pairs * 2 >= settled;
+    if settled == 0 || (device / settled < u64::from(s.fs_block_size) && !paired) {
         return None;
     }
     let span_ns = s.settled_span_ns.max(MIN_SPAN_NS);
@@ -125,6 +134,12 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
         share * 100.0,
         quantity::latency(s.latency.p99_ns)
     );
+    if paired {
+        finding.summary.push_str(&format!(
+            "; {} of them flushed a log block written by O_DIRECT just before",
+            s.direct_pairs
+        ));
+    }
     finding.evidence = vec![
         ("syncs_per_s", Evidence::Ratio(round1(rate))),
         ("syncs", Evidence::Count(settled)),
@@ -165,7 +180,13 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
     finding.why = "every sync waits for the device (and a journal commit and cache flush); \
                    synced a few KiB at a time, the waiting dominates the work"
         .to_string();
-    finding.fix = if synced.elsewhere > 0 {
+    finding.fix = if paired {
+        // A database's per-row commit: each writes its log block, then waits for a flush.
+        "commit several rows per transaction, or let commits share one flush (group commit: \
+         concurrent clients; InnoDB: innodb_flush_log_at_trx_commit=2 where losing up to a \
+         second of commits to a crash of the host is acceptable)"
+            .to_string()
+    } else if synced.elsewhere > 0 {
         // Many files, each synced a few times at most: an installer, an unpacker.
         super::write_amplification::MANY_FILES_FIX.to_string()
     } else {

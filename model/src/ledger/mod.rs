@@ -174,6 +174,17 @@ impl OwnWrites {
     }
 }
 
+/// A thread's direct writes since its previous sync.
+#[derive(Clone, Copy, Debug, Default)]
+struct DirectSince {
+    bytes: u64,
+    /// When the latest was created.
+    at_ns: u64,
+    /// Where the first began (disk, sector), and where the previous sync's first began.
+    first: Option<(Dev, u64)>,
+    before: Option<(Dev, u64)>,
+}
+
 /// `bytes` written by kernel thread `from` on behalf of process `to`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Charge {
@@ -203,6 +214,14 @@ pub struct SettledSync {
     pub charged_flushes: u64,
     /// Who wrote the charged bytes: (tgid, comm, bytes), biggest first.
     pub charged_by: Vec<(u32, Comm, u64)>,
+    /// Bytes of write requests the calling thread created itself, outside any sync call,
+    /// since its previous sync and before this one began: direct I/O (a thread's buffered
+    /// writes reach the device through flushers). A database that writes its log block by
+    /// O_DIRECT and then fdatasyncs made durable what those requests wrote.
+    pub direct_bytes: u64,
+    /// Those direct writes began where the thread's direct writes before its previous sync
+    /// began: it rewrote the same block (a log block filled commit by commit).
+    pub direct_rewrite: bool,
 }
 
 #[cfg(test)]
@@ -216,6 +235,9 @@ impl SettledSync {
 #[derive(Debug, Default)]
 pub struct SyncLedger {
     own: FastMap<u32, OwnWrites>,
+    /// Per thread: the write requests it created outside sync calls since its previous sync
+    /// (direct I/O).
+    direct: FastMap<u32, DirectSince>,
     pending: VecDeque<PendingWrite>,
     /// Calls waiting to be settled, sorted by start.
     open: Vec<SettledSync>,
@@ -245,6 +267,20 @@ impl SyncLedger {
                 bytes: if flush { 0 } else { u64::from(io.bytes) },
                 flush,
             });
+        } else if !io.kernel_thread && !io.in_sync() && !flush && io.dirtier.is_none() {
+            if self.direct.len() >= MAX_THREADS_WITH_OWN_WRITES
+                && !self.direct.contains_key(&io.tid)
+            {
+                let horizon = io.created_ns.saturating_sub(OWN_WRITES_EXPIRE_NS);
+                self.direct.retain(|_, d| d.at_ns >= horizon);
+            }
+            if self.direct.len() < MAX_THREADS_WITH_OWN_WRITES || self.direct.contains_key(&io.tid)
+            {
+                let entry = self.direct.entry(io.tid).or_default();
+                entry.bytes = entry.bytes.saturating_add(u64::from(io.bytes));
+                entry.at_ns = entry.at_ns.max(io.created_ns);
+                entry.first.get_or_insert((io.dev, io.sector));
+            }
         } else if io.in_sync()
             && let Some(own) = self.thread(io.tid, io.created_ns)
         {
@@ -274,6 +310,18 @@ impl SyncLedger {
     /// later ones and for its charges.
     pub fn note_sync(&mut self, call: &SyncCall) {
         let own_bytes = 0;
+        // The thread's direct writes before the call (a sync's record comes after its
+        // thread's earlier requests completed: a direct write waits for its request).
+        let (direct_bytes, direct_rewrite) = match self.direct.get_mut(&call.tid) {
+            Some(d) if d.bytes > 0 && d.at_ns <= call.start_ns => {
+                let rewrite = d.first.is_some() && d.first == d.before;
+                let taken = (d.bytes, rewrite);
+                d.before = d.first.take();
+                d.bytes = 0;
+                taken
+            }
+            _ => (0, false),
+        };
         if let Some(own) = self.thread(call.tid, call.end_ns) {
             own.note_call(call);
         }
@@ -294,6 +342,8 @@ impl SyncLedger {
                 charged_bytes: 0,
                 charged_flushes: 0,
                 charged_by: Vec::new(),
+                direct_bytes,
+                direct_rewrite,
             },
         );
     }

@@ -142,6 +142,10 @@ pub struct SyncFigures {
     /// after the data it points at (LMDB's meta page, bbolt's), in the large population.
     #[serde(default)]
     pub commit_records: u64,
+    /// Small settled calls whose payload the thread wrote by direct I/O just before (a log
+    /// block, then fdatasync): their device writes are those direct writes.
+    #[serde(default)]
+    pub direct_pairs: u64,
     /// The files of the empty calls, most first.
     pub empty_files: Vec<(String, u64)>,
     /// Bytes of write requests the process created while inside its sync calls.

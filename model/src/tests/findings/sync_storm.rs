@@ -321,3 +321,90 @@ fn a_thin_storm_is_named_once_it_keeps_coming() {
     }
     assert_eq!(listed, [0, 0, 1, 1]);
 }
+
+#[test]
+fn a_log_block_written_by_o_direct_then_fdatasynced_per_row_is_a_storm() {
+    // InnoDB committing row by row: ~700 B of redo log written by O_DIRECT into its block,
+    // then fdatasync, which only flushes the device's cache. Seen as a pair: the commit wrote
+    // its piece of the block, and a flush, per row.
+    let mut s = Stream::new();
+    for i in 0..500 {
+        s.write_request(42, "mariadbd", i * MS, 1024, false, false);
+        s.flush_request(42, "mariadbd", i * MS + 100 * US, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            i * MS + 60 * US,
+            i * MS + 900 * US,
+            700,
+            1,
+            "/var/lib/mysql/ib_logfile0",
+        );
+    }
+    let found = s.findings();
+    let storm = of_kind(&found, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{found:?}");
+    assert!(
+        storm[0]
+            .summary
+            .contains("flushed a log block written by O_DIRECT just before"),
+        "{}",
+        storm[0].summary
+    );
+    assert_eq!(
+        storm[0].files,
+        vec!["/var/lib/mysql/ib_logfile0".to_string()]
+    );
+    assert!(
+        storm[0].fix.contains("innodb_flush_log_at_trx_commit"),
+        "{}",
+        storm[0].fix
+    );
+}
+
+#[test]
+fn a_whole_log_block_rewritten_by_o_direct_per_row_is_a_storm_too() {
+    // InnoDB on ext4: the current 4 KiB log block rewritten whole at each commit (the same
+    // sector until it fills), then fdatasync. New blocks each time would be healthy
+    // (`a_flush_after_each_aligned_direct_write_is_not_a_storm`).
+    let mut s = Stream::new();
+    for i in 0..500u64 {
+        let t = i * MS;
+        s.model.ingest(&BlockIo {
+            dev: DISK,
+            sector: 8_192 + (i / 6) * 8,
+            bytes: 4096,
+            op: Op::Write,
+            flags: 0,
+            tgid: 42,
+            tid: 42,
+            comm: Comm::new("mariadbd"),
+            created_ns: t,
+            issued_ns: t + US,
+            completed_ns: t + 40 * US,
+            error: 0,
+            kernel_thread: false,
+            cgroup: 0,
+            dirtier: None,
+            file: None,
+        });
+        s.flush_request(42, "mariadbd", t + 100 * US, true, false);
+        s.sync_file(
+            42,
+            SyncKind::Fdatasync,
+            t + 60 * US,
+            t + 900 * US,
+            4096,
+            1,
+            "/var/lib/mysql/ib_logfile0",
+        );
+    }
+    let found = s.findings();
+    let storm = of_kind(&found, FindingKind::SyncStorm);
+    assert_eq!(storm.len(), 1, "{found:?}");
+    assert!(
+        storm[0].summary.contains("written by O_DIRECT just before"),
+        "{}",
+        storm[0].summary
+    );
+}
