@@ -326,27 +326,19 @@ pub const CORPUS: &[Workload] = &[
         // - btrfs: each fdatasync of ~700 B of log costs 70-140 KiB (COW, the log tree):
         //   write_amplification, 100-200x.
         // - ext4: the whole block is written by the direct write before the fdatasync, which
-        //   then only flushes: sync_storm leaves such calls to flush_heavy, which a RAM-backed
-        //   loop device's free flushes never raise. A known miss (below).
+        //   then only flushes: a known miss until the model saw the pair (the log block
+        //   rewritten by O_DIRECT, then fdatasync: sync_storm, a flush per row).
         expect: &[&["sync_storm", "write_amplification", "sub_block_tail_write"]],
         tolerate: &["flush_heavy"],
         file: "ib_logfile0",
         checks: TRACED_DIO,
-        known_miss_on: &[
-            (
-                EXT4_4K,
-                "per-row commits whose log block is written by O_DIRECT before the \
-                 fdatasync: the sync writes nothing itself, so sync_storm does not judge it, \
-                 and its flushes cost nothing on this loop device",
-            ),
-            (
-                XFS_1K,
-                "sub_block_tail_write named, its zeroing counted ~4.6x what strace and \
+        known_miss_on: &[(
+            XFS_1K,
+            "sub_block_tail_write named, its zeroing counted ~4.6x what strace and \
                  filefrag predict (2,281 writes, 1.1 MiB, against 494 and 247 KiB): most are \
                  requests of a 1 KiB piece plus 512 B past it, which look like zeroing; not \
                  settled whether the tool or the prediction is wrong",
-            ),
-        ],
+        )],
         ..W
     },
     // --- Tools that write many small files. ---
@@ -558,7 +550,9 @@ pub const CORPUS: &[Workload] = &[
         // read for ~12 MB asked, ~32x. read_amplification naming index.dat.
         expect: &[&["read_amplification"]],
         file: "index.dat",
-        checks: &[],
+        checks: &[Check::ReadAmplification {
+            asked_bytes: 3_000 * 4_096,
+        }],
         ..W
     },
     Workload {

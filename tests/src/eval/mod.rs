@@ -113,6 +113,10 @@ pub enum Check {
     /// written on the filesystem rounded up to whole blocks, from strace): what a small file
     /// synced on its own costs, its block and its share of the journal (an installer).
     SmallSyncCost,
+    /// The `read_amplification` finding's figure against the device's read bytes over the
+    /// run (/proc/diskstats) per byte the program asked for: `asked_bytes`, what it reads by
+    /// its own count (3,000 lookups of a page). No strace: faults are no system calls.
+    ReadAmplification { asked_bytes: u64 },
 }
 
 /// Most workloads: syncs and logical writes against strace.

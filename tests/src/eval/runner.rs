@@ -29,7 +29,10 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     }
     crate::sh("sync", &["-f", fs.mountpoint.to_str().unwrap()]);
 
-    let traced = !w.checks.is_empty();
+    let traced = w
+        .checks
+        .iter()
+        .any(|c| !matches!(c, Check::ReadAmplification { .. }));
     let log = std::env::temp_dir().join(format!(
         "iotop-bpf-eval-strace-{}-{}.txt",
         std::process::id(),
@@ -353,6 +356,7 @@ pub(super) fn end_leftovers(pids: &BTreeMap<u32, u64>) {
 pub(super) struct DiskStat {
     pub(super) write_bytes: u64,
     pub(super) writes: u64,
+    pub(super) read_bytes: u64,
 }
 
 pub(super) fn diskstats(name: &str) -> DiskStat {
@@ -365,6 +369,7 @@ pub(super) fn diskstats(name: &str) -> DiskStat {
             DiskStat {
                 writes: n(7),
                 write_bytes: n(9) * 512,
+                read_bytes: n(5) * 512,
             }
         })
         .unwrap_or_default()
@@ -374,6 +379,9 @@ pub(super) fn diskstats(name: &str) -> DiskStat {
 #[derive(Default, Debug)]
 pub(super) struct Figures {
     pub(super) disk_write_bytes: u64,
+    pub(super) disk_read_bytes: u64,
+    /// `amplification` of each `read_amplification` finding of the workload's processes.
+    pub(super) read_amplification: Vec<f64>,
     pub(super) disk_writes: u64,
     pub(super) syncs: u64,
     pub(super) kinds: BTreeMap<String, u64>,
@@ -400,6 +408,7 @@ impl Figures {
             for d in interval["disks"].as_array().into_iter().flatten() {
                 if d["name"] == disk {
                     f.disk_write_bytes += n(d, "write_bytes");
+                    f.disk_read_bytes += n(d, "read_bytes");
                     f.disk_writes += n(d, "writes");
                 }
             }
@@ -437,6 +446,12 @@ impl Figures {
                     && let Some(x) = finding["evidence"]["amplification"].as_f64()
                 {
                     f.amplification.push(x);
+                }
+                if mine
+                    && finding["kind"] == "read_amplification"
+                    && let Some(x) = finding["evidence"]["amplification"].as_f64()
+                {
+                    f.read_amplification.push(x);
                 }
                 if mine && finding["kind"] == "sub_block_tail_write" {
                     let e = &finding["evidence"];

@@ -4,6 +4,33 @@
 use super::runner::{DiskStat, Figures};
 use super::*;
 
+/// The `read_amplification` finding's figure (median over its intervals) against the device's
+/// read bytes over the run (diskstats) per byte the program asked for (its own count).
+fn read_amplification(
+    tool: &Figures,
+    before: &DiskStat,
+    after: &DiskStat,
+    asked_bytes: u64,
+) -> Magnitude {
+    let oracle = float(after.read_bytes.saturating_sub(before.read_bytes)) / float(asked_bytes);
+    let mut values = tool.read_amplification.clone();
+    values.sort_by(f64::total_cmp);
+    let median = values.get(values.len() / 2).copied();
+    Magnitude {
+        what: "read_amplification".into(),
+        unit: Unit::Ratio,
+        tool: median.unwrap_or(0.0),
+        oracle,
+        source: "diskstats / the program's lookups",
+        judged: median.is_some(),
+        note: if median.is_some() {
+            String::new()
+        } else {
+            "finding not raised".into()
+        },
+    }
+}
+
 pub(super) fn magnitudes(
     w: &Workload,
     fs: Fs,
@@ -15,6 +42,13 @@ pub(super) fn magnitudes(
 ) -> Vec<Magnitude> {
     let device_bytes = after.write_bytes.saturating_sub(before.write_bytes);
     let mut out = vec![
+        judged(
+            "device read bytes".into(),
+            Unit::Bytes,
+            tool.disk_read_bytes,
+            after.read_bytes.saturating_sub(before.read_bytes),
+            "diskstats",
+        ),
         judged(
             "device write bytes".into(),
             Unit::Bytes,
@@ -30,6 +64,11 @@ pub(super) fn magnitudes(
             "diskstats",
         ),
     ];
+    for check in w.checks {
+        if let Check::ReadAmplification { asked_bytes } = *check {
+            out.push(read_amplification(tool, before, after, asked_bytes));
+        }
+    }
     let Some(trace) = trace else {
         return out;
     };
