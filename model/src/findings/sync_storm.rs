@@ -140,43 +140,7 @@ pub fn check(scene: &Scene, proc: &ProcRow) -> Option<Finding> {
             s.direct_pairs
         ));
     }
-    finding.evidence = vec![
-        ("syncs_per_s", Evidence::Ratio(round1(rate))),
-        ("syncs", Evidence::Count(settled)),
-        ("syncing_ms", Evidence::Count(s.settled_span_ns / 1_000_000)),
-        (
-            "sync_time_share",
-            Evidence::Ratio((share * 1000.0).round() / 1000.0),
-        ),
-        ("typical_payload_bytes", Evidence::Count(typical)),
-        (
-            "payload_bytes_p50",
-            Evidence::Count(s.settled_payload.quantile(0.5)),
-        ),
-        ("unit_bytes", Evidence::Count(unit)),
-        (
-            "sync_time_ms",
-            Evidence::Count(s.settled_time_ns / 1_000_000),
-        ),
-        ("sync_p50_us", Evidence::Count(s.latency.p50_ns / 1000)),
-        ("sync_p99_us", Evidence::Count(s.latency.p99_ns / 1000)),
-        ("sync_kind", Evidence::Text(s.kind.to_string())),
-        (
-            "payload",
-            Evidence::Text(
-                if unmeasured {
-                    "own device writes (not measured: io_uring, or write-back started before)"
-                } else {
-                    "measured"
-                }
-                .to_string(),
-            ),
-        ),
-        (
-            "files",
-            Evidence::Count(u64::try_from(s.files.len()).unwrap_or(u64::MAX)),
-        ),
-    ];
+    finding.evidence = evidence(scene, s, settled, share, typical, unit, unmeasured);
     finding.why = "every sync waits for the device (and a journal commit and cache flush); \
                    synced a few KiB at a time, the waiting dominates the work"
         .to_string();
@@ -230,4 +194,54 @@ fn files_clause(finding: &mut Finding, synced: &SyncedFiles) -> String {
             }
         ),
     }
+}
+
+/// The figures behind the finding.
+fn evidence(
+    scene: &Scene,
+    s: &crate::SyncFigures,
+    settled: u64,
+    share: f64,
+    typical: u64,
+    unit: u64,
+    unmeasured: bool,
+) -> Vec<(crate::labels::Label, Evidence)> {
+    let rate = scene.rate(settled);
+    vec![
+        ("syncs_per_s", Evidence::Ratio(round1(rate))),
+        ("syncs", Evidence::Count(settled)),
+        ("syncing_ms", Evidence::Count(s.settled_span_ns / 1_000_000)),
+        (
+            "sync_time_share",
+            Evidence::Ratio((share * 1000.0).round() / 1000.0),
+        ),
+        ("typical_payload_bytes", Evidence::Count(typical)),
+        (
+            "payload_bytes_p50",
+            Evidence::Count(s.settled_payload.quantile(0.5)),
+        ),
+        ("unit_bytes", Evidence::Count(unit)),
+        (
+            "sync_time_ms",
+            Evidence::Count(s.settled_time_ns / 1_000_000),
+        ),
+        ("sync_p50_us", Evidence::Count(s.latency.p50_ns / 1000)),
+        ("sync_p99_us", Evidence::Count(s.latency.p99_ns / 1000)),
+        ("sync_kind", Evidence::Text(s.kind.to_string())),
+        (
+            "payload",
+            Evidence::Text(
+                if unmeasured {
+                    "own device writes (not measured: io_uring, or write-back started before)"
+                } else {
+                    "measured"
+                }
+                .to_string(),
+            ),
+        ),
+        (
+            "files",
+            Evidence::Count(u64::try_from(s.files.len()).unwrap_or(u64::MAX)),
+        ),
+    ]
 }

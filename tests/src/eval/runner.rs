@@ -12,6 +12,14 @@ pub(super) const WORKLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) const STRACED: &str = "fsync,fdatasync,sync_file_range,syncfs,sync,msync,write,pwrite64,writev,\
                        pwritev,pwritev2,open,openat,creat,clone,clone3";
 
+/// Whether a workload runs under strace: any check but the read amplification's (faults are
+/// no system calls).
+fn needs_strace(w: &Workload) -> bool {
+    w.checks
+        .iter()
+        .any(|c| !matches!(c, Check::ReadAmplification { .. }))
+}
+
 pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     static RUN: AtomicU32 = AtomicU32::new(0);
     let started = Instant::now();
@@ -29,10 +37,7 @@ pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     }
     crate::sh("sync", &["-f", fs.mountpoint.to_str().unwrap()]);
 
-    let traced = w
-        .checks
-        .iter()
-        .any(|c| !matches!(c, Check::ReadAmplification { .. }));
+    let traced = needs_strace(w);
     let log = std::env::temp_dir().join(format!(
         "iotop-bpf-eval-strace-{}-{}.txt",
         std::process::id(),

@@ -139,31 +139,7 @@ impl Trace {
                 }
             }
             "msync" if args.contains("MS_SYNC") => bump(self, "msync"),
-            "open" | "openat" | "creat" => {
-                let Some(path) = fd_path(result) else {
-                    return;
-                };
-                let old = files.get(&path).copied().unwrap_or_default();
-                let append = args.contains("O_APPEND");
-                let file = OpenFile {
-                    dsync: args.contains("O_DSYNC"),
-                    osync: args.contains("O_SYNC"),
-                    direct: args.contains("O_DIRECT"),
-                    append,
-                    pos: if append { old.size } else { 0 },
-                    size: if args.contains("O_TRUNC") || name == "creat" {
-                        0
-                    } else {
-                        old.size
-                    },
-                };
-                // The flags are the fd's: LMDB opens data.mdb twice, once O_DSYNC for its meta
-                // page, and writes its data pages through the other fd.
-                if let Some(fd) = fd_number(result) {
-                    files.insert(format!("{fd}\u{0}{path}"), file);
-                }
-                files.insert(path, file);
-            }
+            "open" | "openat" | "creat" => opened(files, name, args, result),
             "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => {
                 // Only what can reach a disk, as the tool counts: a file, not a pipe or a
                 // socket (no path), a terminal or /dev/null (rsync's sender writes every
@@ -200,14 +176,7 @@ impl Trace {
                 }
                 file.size = file.size.max(offset + ret);
                 self.fs_file_sizes.insert(path.clone(), file.size);
-                let opened = fd_number(args)
-                    .and_then(|fd| files.get(&format!("{fd}\u{0}{path}")))
-                    .copied();
-                let file = files.entry(path.clone()).or_default();
-                let (dsync, osync, direct) = opened
-                    .map_or((file.dsync, file.osync, file.direct), |o| {
-                        (o.dsync, o.osync, o.direct)
-                    });
+                let (dsync, osync, direct) = opened_flags(files, args, &path);
                 let flags_dsync = name == "pwritev2" && args.contains("RWF_DSYNC");
                 let flags_sync = name == "pwritev2" && args.contains("RWF_SYNC");
                 if direct && ret > 0 {
@@ -288,6 +257,43 @@ impl Trace {
 pub(super) const SRF_WRITE: &str = "sync_file_range(WRITE)";
 
 /// The path strace -y printed after an fd: `3</tmp/x/f>` -> `/tmp/x/f`.
+/// An open: the file's flags, under its path and its fd (see `opened_flags`).
+fn opened(files: &mut HashMap<String, OpenFile>, name: &str, args: &str, result: &str) {
+    let Some(path) = fd_path(result) else {
+        return;
+    };
+    let old = files.get(&path).copied().unwrap_or_default();
+    let append = args.contains("O_APPEND");
+    let file = OpenFile {
+        dsync: args.contains("O_DSYNC"),
+        osync: args.contains("O_SYNC"),
+        direct: args.contains("O_DIRECT"),
+        append,
+        pos: if append { old.size } else { 0 },
+        size: if args.contains("O_TRUNC") || name == "creat" {
+            0
+        } else {
+            old.size
+        },
+    };
+    if let Some(fd) = fd_number(result) {
+        files.insert(format!("{fd}\u{0}{path}"), file);
+    }
+    files.insert(path, file);
+}
+
+/// A write's `O_DSYNC`, `O_SYNC` and `O_DIRECT`: its fd's, from the open that returned it
+/// (LMDB opens data.mdb twice, once O_DSYNC for its meta page, and writes its data pages
+/// through the other fd), else the path's last open's.
+fn opened_flags(files: &HashMap<String, OpenFile>, args: &str, path: &str) -> (bool, bool, bool) {
+    let f = fd_number(args)
+        .and_then(|fd| files.get(&format!("{fd}\u{0}{path}")))
+        .or_else(|| files.get(path))
+        .copied()
+        .unwrap_or_default();
+    (f.dsync, f.osync, f.direct)
+}
+
 /// The fd number in front of its `<path>` (`6</m/data.mdb>`).
 fn fd_number(text: &str) -> Option<u32> {
     text.split('<').next()?.trim().parse().ok()
