@@ -239,6 +239,10 @@ fn xfs(
     ))
 }
 
+/// btrfs's fsync tracepoint: `btrfs_sync_file`, split into `btrfs_sync_file_enter` and
+/// `_exit` in 7.x (the entry passes the same arguments and fields).
+const BTRFS_SYNC: [&str; 2] = ["btrfs_sync_file", "btrfs_sync_file_enter"];
+
 fn btrfs(
     k: &KernelFacts,
     raw: bool,
@@ -246,43 +250,40 @@ fn btrfs(
     end: &WriteEnd,
     plan: &mut Plan,
 ) -> Traced {
-    if raw && arg_is(k, "btrfs_sync_file", 0, "file") && plan.globals.files.file_inode != 0 {
+    if raw
+        && plan.globals.files.file_inode != 0
+        && let Some(tracepoint) = BTRFS_SYNC.into_iter().find(|t| arg_is(k, t, 0, "file"))
+    {
         plan.steps.push(
-            Step::raw("raw_durable_btrfs", "btrfs_sync_file", Part::SyncedWrites)
-                .after(end.program),
+            Step::raw("raw_durable_btrfs", tracepoint, Part::SyncedWrites).after(end.program),
         );
         return Ok((
             vec!["raw_durable_btrfs", end.program],
-            format!("raw btrfs_sync_file in the writer, {}", end.how),
+            format!("raw {tracepoint} in the writer, {}", end.how),
         ));
     }
     classic
         .clone()
         .map_err(|e| format!("no raw btrfs_sync_file tracepoint, and {e}"))?;
-    let format = k
-        .event("btrfs", "btrfs_sync_file")
+    let (tracepoint, format) = BTRFS_SYNC
+        .into_iter()
+        .find_map(|t| Some((t, k.event("btrfs", t)?)))
         .ok_or("no btrfs:btrfs_sync_file tracepoint")?;
     let (Some(ino), Some(datasync)) = (
         field(&format, "ino", 8, 8),
         field(&format, "datasync", 4, 4),
     ) else {
-        return Err("btrfs:btrfs_sync_file has an unexpected layout".to_string());
+        return Err(format!("btrfs:{tracepoint} has an unexpected layout"));
     };
     (
         plan.globals.durable.btrfs_ino,
         plan.globals.durable.btrfs_datasync,
     ) = (ino, datasync);
     plan.steps.push(
-        Step::classic(
-            "durable_btrfs",
-            "btrfs",
-            "btrfs_sync_file",
-            Part::SyncedWrites,
-        )
-        .after(end.program),
+        Step::classic("durable_btrfs", "btrfs", tracepoint, Part::SyncedWrites).after(end.program),
     );
     Ok((
         vec!["durable_btrfs", end.program],
-        format!("btrfs:btrfs_sync_file in the writer, {}", end.how),
+        format!("btrfs:{tracepoint} in the writer, {}", end.how),
     ))
 }
