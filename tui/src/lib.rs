@@ -274,6 +274,9 @@ fn check(args: &cli::Check) -> Result<()> {
         }
     };
     say(format!("kernel: {}", env.kernel_release));
+    if let Some(lockdown) = crate::probe::facts::lockdown_here() {
+        say(format!("lockdown: {lockdown}"));
+    }
     match &env.tracefs {
         Ok(tracefs) => say(format!("tracefs: {}", names::path(tracefs.root()))),
         Err(why) => say(format!("tracefs: not used ({why})")),

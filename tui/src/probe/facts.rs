@@ -92,6 +92,19 @@ fn coarse_clock_resolution_ns() -> Option<u64> {
     (ok && (1_000_000..=10_000_000).contains(&ns)).then_some(ns)
 }
 
+/// This kernel's lockdown mode and what it takes from the probes, for `check`.
+pub fn lockdown_here() -> Option<String> {
+    let mode = lockdown_mode(&std::fs::read_to_string("/sys/kernel/security/lockdown").ok()?)?;
+    let takes = match mode.as_str() {
+        "none" => "",
+        "confidentiality" => {
+            ": BPF may not read kernel memory (bpf_probe_read_kernel) and tracefs shows no events"
+        }
+        _ => " (takes nothing the probes use)",
+    };
+    Some(format!("{mode}{takes}"))
+}
+
 /// The mode `/sys/kernel/security/lockdown` shows in brackets: `none [integrity]
 /// confidentiality` is `integrity`.
 fn lockdown_mode(modes: &str) -> Option<String> {
