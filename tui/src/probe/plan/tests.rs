@@ -12,7 +12,18 @@ use iotop_bpf_common::{
 use super::*;
 use crate::probe::facts::{self, Memlock, fixture};
 
-const KERNELS: [&str; 4] = ["5.10", "6.1", "6.12", "6.18"];
+/// Every kernel of the matrix, x86-64's and arm64's.
+const KERNELS: [&str; 7] = [
+    "5.10",
+    "6.1",
+    "6.12",
+    "6.18",
+    "7.3",
+    "arm64-6.1",
+    "arm64-6.12",
+];
+const X86_64: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.3"];
+const ARM64: [&str; 2] = ["arm64-6.1", "arm64-6.12"];
 
 /// The plan for `kernel` with `options` and, if given, other access; every question the plan
 /// asked had been answered when the fixture was captured.
@@ -73,7 +84,7 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
         );
     }
     // Before 6.5 no block_io_start: the insert is the creation, and no scheduler split.
-    for kernel in ["5.10", "6.1"] {
+    for kernel in ["5.10", "6.1", "arm64-6.1"] {
         let plan = planned(kernel, Options::default(), None);
         assert_eq!(plan.globals.start_origin, ORIGIN_INSERT, "{kernel}");
         assert!(step(&plan, "raw_block_start_insert").is_some(), "{kernel}");
@@ -84,7 +95,7 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
             plan.notes
         );
     }
-    for kernel in ["6.12", "6.18"] {
+    for kernel in ["6.12", "6.18", "7.3", "arm64-6.12"] {
         let plan = planned(kernel, Options::default(), None);
         assert_eq!(plan.globals.start_origin, ORIGIN_START, "{kernel}");
         assert!(step(&plan, "raw_block_start").is_some());
@@ -98,7 +109,7 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
             .rq_disk,
         ABSENT
     );
-    for kernel in ["6.1", "6.12", "6.18"] {
+    for kernel in ["6.1", "6.12", "6.18", "7.3", "arm64-6.1", "arm64-6.12"] {
         let plan = planned(kernel, Options::default(), None);
         assert_eq!(plan.globals.raw_layout.rq_disk, ABSENT, "{kernel}");
         assert!(plan.globals.raw_offsets.q_disk > 0, "{kernel}");
@@ -116,6 +127,28 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
 }
 
 #[test]
+fn a_tail_page_leads_to_its_head_as_each_kernels_btf_says() {
+    // compound_head (the head's address, bit 0 set) to 6.x; 7.x's compound_info holds a
+    // mask where HVO is built in and a struct page is 64 bytes (Debian's 7.3.4).
+    for kernel in KERNELS {
+        let b = planned(kernel, Options::default(), None).globals.blame;
+        assert_eq!(b.writeback, 1, "{kernel}: write-back blame on");
+        let facts = fixture(kernel);
+        let mask = kernel == "7.3";
+        let word = if mask {
+            "compound_info"
+        } else {
+            "compound_head"
+        };
+        assert_eq!(
+            (b.page_compound_head, b.page_head_mask),
+            (facts.offset("page", word).unwrap(), u32::from(mask)),
+            "{kernel}"
+        );
+    }
+}
+
+#[test]
 fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
     // 5.10: no prev_state argument; task_struct.state is a long.
     let plan = planned("5.10", Options::default(), None);
@@ -124,7 +157,7 @@ fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
     assert_eq!(o.task_state_size, 8);
     assert!(o.task_state > 0);
     // 6.1 on: sched_switch(preempt, prev, next, prev_state).
-    for kernel in ["6.1", "6.12", "6.18"] {
+    for kernel in ["6.1", "6.12", "6.18", "7.3", "arm64-6.1", "arm64-6.12"] {
         let o = planned(kernel, Options::default(), None).globals.dstate;
         assert_eq!(o.switch_state_arg, 3, "{kernel}");
     }
@@ -178,13 +211,64 @@ fn system_calls_go_through_raw_sys_enter_and_sys_exit_with_the_kernels_numbers()
             at("raw_sys_exit") < at("raw_sys_enter"),
             "{kernel}: exit first"
         );
-        // x86-64's numbers, whatever machine this runs on.
-        let g = &plan.globals;
-        assert_eq!(g.syscall_table[74], SYNC_FSYNC, "{kernel}: fsync");
-        assert_eq!(g.syscall_table[18], SYSCALL_WRITE, "{kernel}: pwrite64");
-        assert_eq!(g.syscall_table[0], SYSCALL_NONE, "{kernel}: read");
-        // di, si, dx, r10 within one 64-byte read.
-        assert!(g.raw_layout.regs_args.iter().all(|&a| a < 64), "{kernel}");
+        assert!(
+            plan.globals.raw_layout.regs_args.iter().all(|&a| a < 64),
+            "{kernel}: the arguments within one 64-byte read"
+        );
+    }
+    // Each kernel's own numbers, whatever machine this runs on: fsync, pwrite64, read.
+    for (kernels, fsync, pwrite64, read) in [(&X86_64[..], 74, 18, 0), (&ARM64[..], 82, 68, 63)] {
+        for &kernel in kernels {
+            let g = planned(kernel, Options::default(), None).globals;
+            assert_eq!(g.syscall_table[fsync], SYNC_FSYNC, "{kernel}: fsync");
+            assert_eq!(
+                g.syscall_table[pwrite64], SYSCALL_WRITE,
+                "{kernel}: pwrite64"
+            );
+            assert_eq!(g.syscall_table[read], SYSCALL_NONE, "{kernel}: read");
+        }
+    }
+    // arm64: x0 to x3 are regs[0..3], at the start of struct pt_regs.
+    for kernel in ARM64 {
+        let l = planned(kernel, Options::default(), None).globals.raw_layout;
+        assert_eq!(
+            (l.regs_window, l.regs_args),
+            (0, [0, 8, 16, 24]),
+            "{kernel}"
+        );
+    }
+}
+
+#[test]
+fn the_write_that_synced_is_read_from_each_architectures_registers() {
+    // x86-64: the fd in di, the number in orig_ax (a long).
+    let b = planned("6.12", Options::default(), None)
+        .globals
+        .durable_btf;
+    let regs = |m| fixture("6.12").offset("pt_regs", m).unwrap();
+    assert_eq!((b.regs_arg0, b.regs_nr), (regs("di"), regs("orig_ax")));
+    assert_eq!(b.write_nrs, [1, 18, 20, 296, 328]);
+    // arm64: the fd in orig_x0 (x0 becomes the result), the number in syscallno, an s32
+    // the probe reads as 4 bytes: 6.1 has bpf_task_pt_regs, and uses it.
+    for kernel in ARM64 {
+        let plan = planned(kernel, Options::default(), None);
+        let b = plan.globals.durable_btf;
+        assert!(b.reads_registers(), "{kernel}");
+        assert_eq!((b.regs_arg0, b.regs_nr), (272, 280), "{kernel}");
+        assert_eq!(b.write_nrs, [64, 68, 66, 70, 287], "{kernel}");
+        assert_eq!(b.uring_enter_nr, 426, "{kernel}");
+        assert!(
+            !plan.notes.iter().any(|n| n.contains("bpf_task_pt_regs")),
+            "{kernel}: {:?}",
+            plan.notes
+        );
+        for source in [SyncSourceKind::SyncedWritesExt4, SyncSourceKind::SyncCalls] {
+            let s = plan.sync_sources.iter().find(|s| s.kind == source).unwrap();
+            assert!(
+                s.status.as_ref().is_ok_and(|how| how.contains("raw")),
+                "{kernel}: {s:?}"
+            );
+        }
     }
 }
 
@@ -237,7 +321,7 @@ fn durable_sources_follow_each_kernels_btf() {
     assert!(source(&plan, SyncSourceKind::UringSyncs).is_err());
     assert!(!plan.globals.durable_btf.reads_registers());
     // 6.1 on: everything raw, the registers read, io_uring followed.
-    for kernel in ["6.1", "6.12", "6.18"] {
+    for kernel in ["6.1", "6.12", "6.18", "7.3"] {
         let plan = planned(kernel, Options::default(), None);
         for program in [
             "raw_durable_ext4_enter",
@@ -319,7 +403,7 @@ fn dirty_pauses_and_direct_io_by_kernel() {
 
 #[test]
 fn the_documented_capabilities_need_no_perf_event_open_where_btf_describes_everything() {
-    for kernel in ["6.1", "6.12", "6.18"] {
+    for kernel in ["6.1", "6.12", "6.18", "7.3", "arm64-6.1", "arm64-6.12"] {
         let plan = planned(
             kernel,
             Options::default(),
@@ -423,4 +507,49 @@ fn the_inode_mode_is_at_offset_zero_so_absence_is_not_zero() {
         assert_eq!(plan.globals.files.inode_mode, 0, "{kernel}");
     }
     assert_eq!(iotop_bpf_common::sync::FileOffsets::ZERO.inode_mode, ABSENT);
+}
+
+#[test]
+fn lockdown_confidentiality_moves_the_probes_to_classic_tracepoints_and_says_why() {
+    // What lockdown=confidentiality refuses is every BPF read of kernel memory: the raw
+    // probes' way to their kernel objects. The classic ones read their records.
+    let mut facts = fixture("6.18");
+    facts.lockdown = Some("confidentiality".to_string());
+    let locked = plan(&facts, Options::default()).unwrap();
+    assert!(
+        locked.mode.contains("lockdown=confidentiality"),
+        "{}",
+        locked.mode
+    );
+    assert!(step(&locked, "block_complete").is_some_and(|s| s.required));
+    assert!(
+        locked
+            .steps
+            .iter()
+            .all(|s| matches!(s.attach, Attach::Classic(..))),
+        "{:?}",
+        programs(&locked)
+    );
+    assert!(
+        locked.notes.iter().any(|n| n.contains("lockdown")),
+        "{:?}",
+        locked.notes
+    );
+    // Confidentiality hides tracefs's events too (Debian's 6.12): nothing left to see
+    // block I/O with, and the reason names lockdown, not a missing mount.
+    facts.tracefs_error = Some("tracefs is not mounted".to_string());
+    let err = plan(&facts, Options::default()).unwrap_err();
+    assert!(
+        err.contains("lockdown=confidentiality") && err.contains("tracefs"),
+        "{err}"
+    );
+    facts.tracefs_error = None;
+    // Integrity, as Secure Boot sets it on Debian and Ubuntu, takes nothing the probes use.
+    facts.lockdown = Some("integrity".to_string());
+    let integrity = plan(&facts, Options::default()).unwrap();
+    assert!(
+        integrity.mode.starts_with("raw tracepoints"),
+        "{}",
+        integrity.mode
+    );
 }
