@@ -182,6 +182,7 @@ fn test() -> Result<()> {
         build_release().map(|_| Outcome::Passed),
     ) {
         record("workspace tests", workspace_tests());
+        record("aarch64 plan tests", aarch64_plan_tests());
         record("house", house::house().map(|()| Outcome::Passed));
         record("privileged tests", privileged_tests());
         record("debian package", debian_package(&release_binary()));
@@ -191,6 +192,7 @@ fn test() -> Result<()> {
         record("house", house::house().map(|()| Outcome::Passed));
         for name in [
             "workspace tests",
+            "aarch64 plan tests",
             "privileged tests",
             "debian package",
             "kernel matrix",
@@ -231,6 +233,31 @@ fn workspace_tests() -> Result<Outcome> {
         "--workspace",
         "--exclude",
         "iotop-bpf-ebpf",
+    ]))?;
+    Ok(Outcome::Passed)
+}
+
+/// The probe plan's and the stack symboliser's tests again, built for aarch64 and run under
+/// qemu-user: the plan is the kernel's (every captured kernel, both architectures), whatever
+/// machine it is made on.
+fn aarch64_plan_tests() -> Result<Outcome> {
+    let target = Target::Aarch64;
+    let mut env = target.build_env()?;
+    env.push((
+        "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER".to_string(),
+        format!("qemu-{}-static", target.arch()),
+    ));
+    run(cmd("cargo").envs(env).args([
+        "test",
+        "--release",
+        "--target",
+        target.triple(),
+        "--package",
+        "iotop-bpf",
+        "--lib",
+        "--",
+        "probe::",
+        "feed::kallsyms",
     ]))?;
     Ok(Outcome::Passed)
 }
