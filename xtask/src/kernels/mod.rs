@@ -65,13 +65,15 @@ enum Expect {
 const VIRTME_NG: &str = "virtme-ng==1.42";
 
 /// What the host needs: QEMU for both architectures, depmod and busybox (virtme-ng's
-/// initramfs), cpio (the arm64 one), debootstrap (the Debian 11 root).
+/// initramfs), cpio and xz (the arm64 one, from modules packed as .ko.xz from 6.12),
+/// debootstrap (the Debian 11 root).
 pub const PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "qemu-system-arm",
     "kmod",
     "busybox-static",
     "cpio",
+    "xz-utils",
     "debootstrap",
     "python3-venv",
 ];
