@@ -1,13 +1,13 @@
 //! Reading tracepoint fields at offsets known only at load time.
 //!
 //! The offsets come from tracefs through `.rodata` globals, so the verifier sees them as
-//! constants. Each program copies one window of the record with eight loads straight from
-//! the context (no helper call: the record is the program's context, which the verifier
-//! lets it read at constant offsets) and picks its fields out of the copy. That also needs
-//! no `bpf_probe_read_kernel`, which `lockdown=confidentiality` refuses: the classic block
-//! probes load there.
+//! constants. Each program copies one window of the record with a single
+//! `bpf_probe_read_kernel` and picks its fields out of the copy: one helper call instead of
+//! one per field (each costs tens of ns, on every I/O).
 
-use aya_ebpf::{EbpfContext as _, Global, programs::TracePointContext};
+use aya_ebpf::{
+    EbpfContext as _, Global, helpers::bpf_probe_read_kernel, programs::TracePointContext,
+};
 use iotop_bpf_common::tracepoint::{ABSENT, FieldOffsets, WINDOW_LEN, WINDOW_START};
 
 /// Offsets are set by the loader from the tracefs `format` files; the values compiled in here
@@ -33,25 +33,15 @@ pub struct Window {
 impl Window {
     #[inline(always)]
     pub fn read(ctx: &TracePointContext) -> Result<Self, ()> {
-        const { assert!(WINDOW_LEN == 64 && WINDOW_START % 8 == 0) };
-        let record = ctx.as_ptr() as *const u64;
-        // SAFETY: the tracepoint's record, read at constant 8-byte aligned offsets below
-        // PERF_MAX_TRACE_SIZE (what the verifier allows a tracepoint program); its per-CPU
-        // buffer is larger than any record, so the window never ends past it. One load per
-        // word, each at its own constant offset: the verifier refuses a moved context pointer.
-        let word = |i: usize| unsafe { core::ptr::read_volatile(record.add(WINDOW_START / 8 + i)) };
-        Ok(Self {
-            words: [
-                word(0),
-                word(1),
-                word(2),
-                word(3),
-                word(4),
-                word(5),
-                word(6),
-                word(7),
-            ],
-        })
+        // SAFETY: bpf_probe_read_kernel validates the source; the tracepoint's per-CPU record
+        // buffer is larger than any record, so the window never faults past the record's end.
+        let words = unsafe {
+            bpf_probe_read_kernel(
+                (ctx.as_ptr() as *const u8).add(WINDOW_START) as *const [u64; WINDOW_LEN / 8]
+            )
+        }
+        .map_err(|_| ())?;
+        Ok(Self { words })
     }
 
     /// Index into the window of a field of `size` bytes at record offset `offset`, aligned

@@ -303,21 +303,19 @@ pub fn plan(k: &KernelFacts, options: Options) -> Result<Plan, String> {
         sync_sources: Vec::new(),
         call_latency: false,
     };
-    let classic = classic_allowed(k);
-    if let (Some(why), Err(_)) = (k.lockdown_refuses_reads(), &classic) {
-        // Confidentiality also hides tracefs's events (LOCKDOWN_TRACEFS): seen on Debian's
-        // 6.12, where /sys/kernel/tracing is mounted and empty.
+    if let Some(why) = k.lockdown_refuses_reads() {
+        // Every probe reads with the helper: the raw ones their kernel objects, the classic
+        // ones their record (and a record read from the context would have to fit the
+        // smallest tracepoint's, which the kernel checks at attach). Confidentiality also
+        // hides tracefs's events (LOCKDOWN_TRACEFS): on Debian's 6.12, /sys/kernel/tracing is
+        // mounted and empty.
         return Err(format!(
-            "{why}, which the block probes read requests with, and hides tracefs's events, which classic tracepoints need: iotop-bpf cannot see block I/O under confidentiality lockdown (integrity, which Secure Boot sets on Debian and Ubuntu, takes nothing it uses)"
+            "{why}, which every probe reads its tracepoint's data with, and hides tracefs's events: iotop-bpf cannot see block I/O under confidentiality lockdown (integrity, which Secure Boot sets on Debian and Ubuntu, takes nothing it uses)"
         ));
     }
+    let classic = classic_allowed(k);
     let raw = if options.classic {
         Err(format!("{}=classic", super::MODE_ENV))
-    } else if let Some(why) = k.lockdown_refuses_reads() {
-        // The classic probes read their records as their context, which lockdown allows,
-        // where tracefs shows its events; those that also read kernel objects are refused at
-        // load and degrade by name.
-        Err(why)
     } else {
         k.btf_error.clone().map_or(Ok(()), Err)
     };
