@@ -362,7 +362,7 @@ fn smoke_with_the_documented_capabilities() {
 /// What a guest without this test's tools (the kernel matrix's arm64 guests: busybox) ran and
 /// recorded: the tool's intervals (`MODE.json`) and `MODE.pids`, one `key values` line each:
 /// `bare NAME MAJ:MIN`, `before R W` and `after R W` (/proc/diskstats), `dd_write PID`,
-/// `dd_read PID`, `syncer PID` (one per process), `lab001 PID`, `dstate PID`.
+/// `dd_read PID`, `syncer PID` (one per process), `lab001 PID`, `dstate PID`, `dsync PID`.
 fn judge(dir: &std::path::Path, mode: &str) -> Option<Vec<(&'static str, Cell)>> {
     let intervals: Vec<Value> = std::fs::read_to_string(dir.join(format!("{mode}.json")))
         .ok()?
@@ -432,7 +432,34 @@ fn judge(dir: &std::path::Path, mode: &str) -> Option<Vec<(&'static str, Cell)>>
             finding_cell(&intervals, "write_amplification", pid("lab001"), "lab001"),
         ),
         ("dstate", dstate_cell(&intervals, pid("dstate"), 3)),
+        ("synced writes", dsync_cell(&intervals, pid("dsync"))),
     ])
+}
+
+/// `dsync` made 100 writes of 128 bytes to an O_DSYNC file on ext4: each one a sync, told
+/// from the thread's registers to be an O_DSYNC write.
+fn dsync_cell(intervals: &[Value], pid: u32) -> Cell {
+    let counted: u64 = entries_of(intervals, pid)
+        .iter()
+        .map(|p| p["sync_kinds"]["O_DSYNC write"].as_u64().unwrap_or(0))
+        .sum();
+    let others: Vec<String> = entries_of(intervals, pid)
+        .iter()
+        .filter_map(|p| p["sync_kinds"].as_object())
+        .flat_map(|kinds| kinds.keys().filter(|k| *k != "O_DSYNC write").cloned())
+        .collect();
+    // The payload is the writes' own length, read from their registers at entry.
+    let payload: u64 = entries_of(intervals, pid)
+        .iter()
+        .map(|p| num(p, "sync_window_bytes"))
+        .sum();
+    if counted == 100 && others.is_empty() && payload == 100 * 128 {
+        Ok("100 of 100 O_DSYNC writes, each told from its registers, 12800 B payload".to_string())
+    } else {
+        Err(format!(
+            "{counted} of 100 O_DSYNC writes counted as such (other kinds: {others:?}), payload {payload} B of 12800"
+        ))
+    }
 }
 
 /// Judges, with the cells above, what a guest without this test's tools ran

@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # /init of an arm64 guest of `cargo xtask kernels` (busybox, the static aarch64 iotop-bpf,
-# the as-nobody helper, the kernel's loop and ext4 modules). It runs `check` and the smoke
+# the as-nobody and dsync-writes helpers, the kernel's loop and ext4 modules). It runs `check` and the smoke
 # set's workloads under the tool, once as root and once as nobody with the documented
 # capabilities, and prints every result file gzipped and base64-encoded between markers on
 # the serial console; the smoke set's own judge reads them on the host. Workloads run by
@@ -80,6 +80,8 @@ smoke() {
         p=$!; wait $p; echo "syncer $p" >> $pids
         i=$((i + 1))
     done
+    /bin/dsync-writes /mnt/ext4/dsync-$mode 100 128 &
+    p=$!; wait $p; echo "dsync $p" >> $pids
     mkdir -p /mnt/ext4/lab001-$mode
     echo "lab001 $($BIN workload lab001 --dir /mnt/ext4/lab001-$mode --count 300 | workload_pid)" >> $pids
     # The parent's stack as the kernel shows it, midway through its wait: the frames worth

@@ -33,10 +33,11 @@ const MODULES: &[&str] = &["crc32c_generic", "loop", "ext4"];
 /// A guest's time limit: boot, `check`, two runs of the workloads under emulation.
 const TIMEOUT_S: u32 = 1500;
 
-/// What the arm64 guests run, built for aarch64.
+/// What the arm64 guests run, built for aarch64: the tool and the tests crate's helpers.
 pub struct Binaries {
     tool: PathBuf,
     as_nobody: PathBuf,
+    dsync_writes: PathBuf,
 }
 
 impl Binaries {
@@ -52,9 +53,14 @@ impl Binaries {
             "iotop-bpf-integration",
             "--bin",
             "as-nobody",
+            "--bin",
+            "dsync-writes",
         ]))?;
-        let as_nobody = tool.with_file_name("as-nobody");
-        Ok(Self { tool, as_nobody })
+        Ok(Self {
+            as_nobody: tool.with_file_name("as-nobody"),
+            dsync_writes: tool.with_file_name("dsync-writes"),
+            tool,
+        })
     }
 }
 
@@ -162,6 +168,7 @@ fn initramfs(kernel: &Kernel, root: &Path, binaries: &Binaries) -> Result<PathBu
     for (from, to) in [
         (&binaries.tool, "bin/iotop-bpf"),
         (&binaries.as_nobody, "bin/as-nobody"),
+        (&binaries.dsync_writes, "bin/dsync-writes"),
     ] {
         run(cmd(&llvm_strip)
             .arg("--strip-unneeded")
