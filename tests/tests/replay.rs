@@ -90,7 +90,7 @@ fn a_corrupt_recording_gets_a_clear_message() {
             r#"{"format":"iotop-bpf recording","version":1,"host":"h","kernel":"k","started_ns":0,"started_unix_ms":0,"interval_ns":1000000000}
 {"block":{"dev":{"major":7"#
                 .to_string(),
-            ":2: corrupt or truncated entry",
+            "cut short at byte",
         ),
     ];
     for (name, content, expected) in cases {

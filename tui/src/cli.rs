@@ -39,13 +39,13 @@ pub struct Cli {
     #[arg(short = 'n', long, value_name = "N")]
     pub iterations: Option<u64>,
 
-    /// Write the event stream to FILE while running (replay it with --replay).
-    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
-    pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub record: Record,
 
-    /// Play a recording back through the same views and reports; needs no root.
-    #[arg(long, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
+    /// Play a recording back through the same views and reports; needs no root. The parts
+    /// of a rotated recording are given together (FILE.*), or by its base name (FILE).
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "record")]
+    pub replay: Vec<PathBuf>,
 
     /// Replay speed in the live view (2 = twice as fast).
     #[arg(long, default_value_t = 1.0, value_parser = parse_speed, requires = "replay")]
@@ -95,6 +95,21 @@ pub enum Command {
     /// Show the catalogue of pathologies one at a time on a scratch loop-backed filesystem,
     /// with a caption for each (for a projector). Needs root.
     Demo(Demo),
+}
+
+/// `--record` and `--record-max`, for the live view, the batch reports and `serve`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Record {
+    /// Write the event stream to FILE while running (replay it with --replay, report on it
+    /// with `iotop-bpf report`). A write that fails (a full disk) stops the recording, never
+    /// the tool; what was written replays.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// With --record: keep the recording within SIZE on disk (bytes, or 512M, 2G: K, M, G, T
+    /// are powers of 1024), rotated into parts FILE.0001, FILE.0002, ... of SIZE/8 each, the
+    /// oldest removed: for long unattended captures.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "record")]
+    pub record_max: Option<u64>,
 }
 
 /// Where the live view and `serve` publish their intervals for `iotop-bpf attach`.
@@ -178,8 +193,10 @@ pub struct Check {
 
 #[derive(Debug, Args)]
 pub struct Report {
-    /// The recording (from --record).
-    pub recording: PathBuf,
+    /// The recording (from --record): one file, or the parts of a rotated one (FILE.*, or
+    /// its base name FILE).
+    #[arg(required = true, num_args = 1..)]
+    pub recording: Vec<PathBuf>,
     /// The page to write (FILE.html), or one heat map (FILE.svg).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
@@ -234,6 +251,8 @@ pub struct Serve {
     /// Seconds per interval: how often the metrics are brought up to date.
     #[arg(short, long, value_name = "SECS", default_value = "1", value_parser = parse_delay)]
     pub delay: Duration,
+    #[command(flatten)]
+    pub record: Record,
     #[command(flatten)]
     pub viewers: Viewers,
 }
@@ -433,6 +452,39 @@ fn parse_top(text: &str) -> Result<usize, String> {
         ));
     }
     Ok(top)
+}
+
+/// The smallest `--record-max`: each of its parts holds a few intervals of a busy host.
+const MIN_RECORD_MAX: u64 = 1 << 20;
+
+/// `--record-max`: bytes, or a whole number with K, M, G or T (powers of 1024; `KiB`, `MB`
+/// and the like read the same).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let bad = || format!("{text:?} is not a size (say 512M or 2G)");
+    let lower = text.trim().to_ascii_lowercase();
+    let digits = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits);
+    let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(bad()),
+    };
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(bad)?;
+    if bytes < MIN_RECORD_MAX {
+        return Err(format!(
+            "{text} is too small: at least 1M (each of its 8 parts holds a few intervals)"
+        ));
+    }
+    Ok(bytes)
 }
 
 fn parse_delay(text: &str) -> Result<Duration, String> {

@@ -100,9 +100,10 @@ fn run(cli: &Cli) -> Result<()> {
         .then(|| crate::viewers::endpoint::bind(&cli.viewers.endpoint()))
         .transpose()?;
     // Replay needs no privileges; the live probes are checked before anything else.
-    let env = match &cli.replay {
-        Some(_) => None,
-        None => Some(privilege::check()?),
+    let env = if cli.replay.is_empty() {
+        Some(privilege::check()?)
+    } else {
+        None
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -120,13 +121,17 @@ fn run(cli: &Cli) -> Result<()> {
             )?),
             _ => None,
         };
-        let mut pipeline = match (&cli.replay, &env) {
-            (Some(path), _) => Pipeline::replay(path, (!cli.is_batch()).then_some(cli.speed))?,
-            (None, Some(env)) => {
-                Pipeline::live(env, cli.delay, cli.iterations, cli.record.as_deref())?
-            }
-            (None, None) => unreachable!("checked above"),
+        let mut pipeline = match &env {
+            None => Pipeline::replay(&cli.replay, (!cli.is_batch()).then_some(cli.speed))?,
+            Some(env) => Pipeline::live(
+                env,
+                cli.delay,
+                cli.iterations,
+                record_options(&cli.record).as_ref(),
+            )?,
         };
+        // Said at the end, once the terminal is back: what the recording did not keep.
+        let recording = pipeline.recording();
         if let Some(listener) = listener {
             let addr = crate::export::attach(&mut pipeline, listener, cli.top)?;
             if cli.is_batch() {
@@ -134,7 +139,10 @@ fn run(cli: &Cli) -> Result<()> {
             }
         }
         if cli.is_batch() {
-            return batch::run(&print_options(cli), pipeline, &mut std::io::stdout().lock()).await;
+            let result =
+                batch::run(&print_options(cli), pipeline, &mut std::io::stdout().lock()).await;
+            say_recorded(recording.as_ref());
+            return result;
         }
         // Kept to the end: dropping it removes the socket.
         let published = viewers
@@ -151,6 +159,7 @@ fn run(cli: &Cli) -> Result<()> {
         for line in &lines {
             eprintln!("iotop-bpf: {}", names::show(line));
         }
+        say_recorded(recording.as_ref());
         drop(published);
         result
     })
@@ -165,7 +174,13 @@ fn serve(args: &Serve) -> Result<()> {
         .build()
         .context("start the async runtime")?;
     runtime.block_on(async {
-        let mut pipeline = Pipeline::live(&env, args.delay, None, None)?;
+        let mut pipeline = Pipeline::live(
+            &env,
+            args.delay,
+            None,
+            record_options(&args.record).as_ref(),
+        )?;
+        let recording = pipeline.recording();
         let addr = crate::export::attach(&mut pipeline, listener, args.top)?;
         eprintln!("iotop-bpf: serving metrics on http://{addr}/metrics");
         let published = crate::viewers::publish::publish(&mut pipeline, viewers, "serve")?;
@@ -177,6 +192,7 @@ fn serve(args: &Serve) -> Result<()> {
         }
         let result = serve::run(pipeline).await;
         drop(published);
+        say_recorded(recording.as_ref());
         result
     })
 }
@@ -185,11 +201,28 @@ fn serve(args: &Serve) -> Result<()> {
 // commands (`front`) and the command line do not import each other (with `cli` importing
 // `front`, `workload` and `generate` would sit an eighth floor up).
 
+/// At the end of a run: what the recording did not keep (why it stopped, what it left out).
+fn say_recorded(recording: Option<&crate::feed::recording::Watch>) {
+    if let Some(line) = recording.and_then(crate::feed::recording::Watch::exit_line) {
+        eprintln!("iotop-bpf: {}", names::show(&line));
+    }
+}
+
+/// `--record` and `--record-max`.
+fn record_options(args: &cli::Record) -> Option<crate::feed::recording::Options> {
+    args.record
+        .as_ref()
+        .map(|path| crate::feed::recording::Options {
+            path: path.clone(),
+            max: args.record_max,
+        })
+}
+
 /// What the live view is given.
 fn view_options(cli: &Cli) -> app::ViewOptions {
     app::ViewOptions {
         pids: cli.pids.clone(),
-        replay: cli.replay.clone(),
+        replay: cli.replay.first().cloned(),
         iterations: cli.iterations,
     }
 }

@@ -12,7 +12,7 @@
 //! finishes it however the loop stops (a signal, `q`, the reader gone): the last, partial
 //! interval is closed with the final sample, recorded and given to the taps.
 
-use std::{path::Path, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, Result};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval, interval_at};
@@ -20,7 +20,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior, interval, interval_at};
 use crate::{
     feed::{
         LiveFeed,
-        recording::{self, Header, Recorder, Replayer},
+        recording::{self, Header, Note, Recorder, Replayer, Watch},
     },
     model::{Aggregator, Input, SampleKind, Settings, Snapshot},
     probe::privilege::Environment,
@@ -108,7 +108,7 @@ impl Pipeline {
         env: &Environment,
         every: Duration,
         iterations: Option<u64>,
-        record: Option<&Path>,
+        record: Option<&recording::Options>,
     ) -> Result<Self> {
         let feed = LiveFeed::start(env)?;
         let info = RunInfo {
@@ -119,7 +119,7 @@ impl Pipeline {
             interval_ns: u64::try_from(every.as_nanos()).unwrap_or(u64::MAX),
         };
         let recorder = record
-            .map(|path| Recorder::create(path, &header(&info)))
+            .map(|options| Recorder::create(options, &header(&info)))
             .transpose()?;
         let mut reports = interval_at(Instant::now() + every, every);
         reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -139,17 +139,17 @@ impl Pipeline {
             finished: false,
         };
         let baseline = pipeline.live_feed().sample(SampleKind::Baseline);
-        pipeline.apply(Input::Sample(Box::new(baseline)))?;
+        pipeline.apply(Input::Sample(Box::new(baseline)));
         // Loading parsed the kernel's BTF and symbols (tens of MB, freed by now): give the
         // pages back, so the resident size is what the run needs.
         crate::heap::trim();
         Ok(pipeline)
     }
 
-    /// Opens a recording. `speed`: replay at the recorded pace times this; `None`: as fast as
-    /// it can be read (the headless reports).
-    pub fn replay(path: &Path, speed: Option<f64>) -> Result<Self> {
-        let replayer = Replayer::open(path)?;
+    /// Opens a recording (one file, or the parts of a rotated one). `speed`: replay at the
+    /// recorded pace times this; `None`: as fast as it can be read (the headless reports).
+    pub fn replay(paths: &[PathBuf], speed: Option<f64>) -> Result<Self> {
+        let replayer = Replayer::open(paths)?;
         let h = &replayer.header;
         let info = RunInfo {
             host: h.host.clone(),
@@ -175,6 +175,20 @@ impl Pipeline {
 
     pub fn info(&self) -> &RunInfo {
         &self.info
+    }
+
+    /// The recorder's status, when recording.
+    pub fn recording(&self) -> Option<Watch> {
+        self.recorder.as_ref().map(Recorder::watch)
+    }
+
+    /// What a replay met: where a file stopped short or was damaged, the recorder's gaps and
+    /// stop (all of it once the replay ended).
+    pub fn replay_notes(&self) -> &[Note] {
+        match &self.source {
+            Source::Replay(replay) => replay.replayer.notes(),
+            Source::Live(_) => &[],
+        }
     }
 
     /// Notes on what is degraded (missing tracepoints, hidden symbols), for the status line.
@@ -238,9 +252,9 @@ impl Pipeline {
                         }
                         filling = live.feed.filling() => {
                             filling.context("wait for the ring buffer")?;
-                            self.drain()?;
+                            self.drain();
                         }
-                        _ = live.drains.tick() => self.drain()?,
+                        _ = live.drains.tick() => self.drain(),
                     }
                 }
                 Source::Replay(replay) => {
@@ -250,7 +264,7 @@ impl Pipeline {
                         }
                         tokio::time::sleep_until(replay.next_at).await;
                     }
-                    let Some(input) = replay.replayer.next_input()? else {
+                    let Some(input) = replay.replayer.next_input() else {
                         return Ok(Step::End);
                     };
                     if let Some(snap) = self.model.apply(&input) {
@@ -294,9 +308,9 @@ impl Pipeline {
 
     /// Drains the ring buffer, then samples the kernel and closes the interval.
     fn close(&mut self, kind: SampleKind) -> Result<Box<Snapshot>> {
-        self.drain()?;
+        self.drain();
         let sample = self.live_feed().sample(kind);
-        let snap = self.apply(Input::Sample(Box::new(sample)))?;
+        let snap = self.apply(Input::Sample(Box::new(sample)));
         // What a burst of short-lived processes needed is freed once they are reported, but
         // the allocator keeps the pages: give them back. Measured: ~0.08 ms an interval when
         // idle, 1-9 ms during 30,000 processes in 16 s.
@@ -307,7 +321,7 @@ impl Pipeline {
     }
 
     /// Empties the ring buffer into the model (and the recording).
-    fn drain(&mut self) -> Result<()> {
+    fn drain(&mut self) {
         let Self {
             source,
             model,
@@ -315,14 +329,11 @@ impl Pipeline {
             ..
         } = self;
         let Source::Live(live) = source else {
-            return Ok(());
+            return;
         };
-        let mut failed = None;
         let mut sink = |input: Input| {
-            if let Some(recorder) = recorder.as_mut()
-                && let Err(e) = recorder.input(&input)
-            {
-                failed.get_or_insert(e);
+            if let Some(recorder) = recorder.as_mut() {
+                recorder.input(&input);
             }
             model.apply(&input);
         };
@@ -335,15 +346,15 @@ impl Pipeline {
                 break;
             }
         }
-        failed.map_or(Ok(()), Err)
     }
 
-    /// Applies one input and records it.
-    fn apply(&mut self, input: Input) -> Result<Option<Snapshot>> {
+    /// Applies one input and records it (the recorder never fails the pipeline: a write
+    /// that fails stops the recording, and the front ends say so).
+    fn apply(&mut self, input: Input) -> Option<Snapshot> {
         if let Some(recorder) = &mut self.recorder {
-            recorder.input(&input)?;
+            recorder.input(&input);
         }
-        Ok(self.model.apply(&input))
+        self.model.apply(&input)
     }
 }
 
@@ -362,8 +373,9 @@ pub trait Front {
     fn other(&mut self) -> impl Future<Output = Result<Flow>>;
     /// An interval closed.
     fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow>;
-    /// The source ended (a recording's end): stop, or go on waiting for [`Front::other`].
-    fn ended(&mut self) -> Result<Flow> {
+    /// The source ended (a recording's end, `notes` what the replay met on its way): stop,
+    /// or go on waiting for [`Front::other`].
+    fn ended(&mut self, _notes: &[Note]) -> Result<Flow> {
         Ok(Flow::Stop)
     }
     /// The last, partial interval, which the stop cut short and [`drive`] finished.
@@ -381,6 +393,9 @@ pub trait Driven {
     fn next(&mut self) -> impl Future<Output = Result<Step>>;
     fn finish(&mut self) -> Result<Option<Box<Snapshot>>>;
     fn hold(&mut self, held: bool);
+    fn replay_notes(&self) -> &[Note] {
+        &[]
+    }
 }
 
 impl Driven for Pipeline {
@@ -394,6 +409,10 @@ impl Driven for Pipeline {
 
     fn hold(&mut self, held: bool) {
         Pipeline::hold(self, held);
+    }
+
+    fn replay_notes(&self) -> &[Note] {
+        Pipeline::replay_notes(self)
     }
 }
 
@@ -415,7 +434,7 @@ pub async fn drive(pipeline: &mut impl Driven, front: &mut impl Front) -> Result
                     Step::Interval(snap) => front.interval(snap)?,
                     Step::End => {
                         ended = true;
-                        front.ended()?
+                        front.ended(pipeline.replay_notes())?
                     }
                 };
                 if flow == Flow::Stop {

@@ -24,6 +24,38 @@ fn delays_are_validated() {
 }
 
 #[test]
+fn record_options() {
+    assert_eq!(parse_size("512M"), Ok(512 << 20));
+    assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+    assert_eq!(parse_size("1048576"), Ok(1 << 20));
+    assert!(parse_size("12").unwrap_err().contains("too small"));
+    assert!(parse_size("1.5G").is_err());
+    assert!(parse_size("99999999999T").is_err());
+    let cli = Cli::try_parse_from([
+        "iotop-bpf",
+        "serve",
+        "--record",
+        "/var/log/x.rec",
+        "--record-max",
+        "1G",
+    ])
+    .unwrap();
+    let Some(Command::Serve(serve)) = cli.command else {
+        panic!("not serve")
+    };
+    assert_eq!(serve.record.record_max, Some(1 << 30));
+    let cli = Cli::try_parse_from(["iotop-bpf", "--json", "--replay", "a.0001", "a.0002"]).unwrap();
+    assert_eq!(cli.replay.len(), 2);
+    for bad in [
+        &["iotop-bpf", "--record-max", "1G"][..],
+        &["iotop-bpf", "--record", "x", "--replay", "y"],
+        &["iotop-bpf", "report", "-o", "x.html"],
+    ] {
+        assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
 fn viewers_options() {
     let cli = Cli::try_parse_from([
         "iotop-bpf",

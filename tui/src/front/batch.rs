@@ -7,6 +7,7 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     clock,
+    feed::recording::Watch,
     model::Snapshot,
     pipeline::{self, Flow, Front, Pipeline, RunInfo},
     report::{json, text},
@@ -46,8 +47,11 @@ pub async fn run(
         out,
         printed: 0,
         shutdown,
+        recording: pipeline.recording(),
+        said_stopped: false,
     };
-    pipeline::drive(&mut pipeline, &mut printer).await
+    pipeline::drive(&mut pipeline, &mut printer).await?;
+    super::replay_ended(&pipeline, printer.printed)
 }
 
 /// `--batch` and `--json` as the pipeline's front end.
@@ -58,6 +62,33 @@ struct Printer<'a, W> {
     out: &'a mut W,
     printed: u64,
     shutdown: Shutdown,
+    recording: Option<Watch>,
+    /// The recording's stop was said on stderr (once).
+    said_stopped: bool,
+}
+
+impl<W> Printer<'_, W> {
+    /// The recording's state for this interval's report; its stop said once on stderr, as
+    /// it happens.
+    fn recording(&mut self) -> json::Recording {
+        let Some(watch) = &self.recording else {
+            return json::Recording::default();
+        };
+        let state = watch.state();
+        let stopped = watch.stopped();
+        if let Some(stopped) = &stopped
+            && !std::mem::replace(&mut self.said_stopped, true)
+        {
+            eprintln!(
+                "iotop-bpf: recording {}; the reports go on",
+                crate::names::show(stopped)
+            );
+        }
+        json::Recording {
+            recording: stopped,
+            recording_dropped: state.dropped,
+        }
+    }
 }
 
 impl<W: Write> Front for Printer<'_, W> {
@@ -67,7 +98,15 @@ impl<W: Write> Front for Printer<'_, W> {
     }
 
     fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
-        if !print(self.options, &snap, &self.info, &self.notes, self.out)? {
+        let recording = self.recording();
+        if !print(
+            self.options,
+            &snap,
+            &self.info,
+            &self.notes,
+            &recording,
+            self.out,
+        )? {
             return Ok(Flow::Stop); // stdout closed (e.g. `| head`)
         }
         self.printed += 1;
@@ -81,17 +120,28 @@ impl<W: Write> Front for Printer<'_, W> {
     }
 
     fn last(&mut self, snap: Box<Snapshot>) -> Result<()> {
-        print(self.options, &snap, &self.info, &self.notes, self.out).map(drop)
+        let recording = self.recording();
+        print(
+            self.options,
+            &snap,
+            &self.info,
+            &self.notes,
+            &recording,
+            self.out,
+        )
+        .map(drop)
     }
 }
 
 /// Writes one report; `Ok(false)` when the reader went away.
-/// `notes`: what is degraded in this run (in every JSON line, so each stands alone).
+/// `notes`: what is degraded in this run; `recording`: the recording's state when it is not
+/// as it should be (both in every JSON line, so that each stands alone).
 pub fn print(
     options: &PrintOptions,
     snap: &Snapshot,
     info: &RunInfo,
     notes: &[String],
+    recording: &json::Recording,
     out: &mut impl Write,
 ) -> Result<bool> {
     let at = info.unix_ms(snap);
@@ -104,14 +154,19 @@ pub fn print(
                 max_procs: options.max_procs,
             },
             notes,
+            recording,
         ) + "\n"
     } else {
-        text::interval(
+        let mut text = text::interval(
             snap,
             &clock::time_of_day(at),
             &options.pids,
             options.max_procs,
-        ) + "\n"
+        );
+        if let Some(stopped) = &recording.recording {
+            text.push_str(&format!("recording {}\n", crate::names::show(stopped)));
+        }
+        text + "\n"
     };
     match out.write_all(body.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),

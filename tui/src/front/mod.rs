@@ -16,3 +16,19 @@ pub mod capture;
 pub mod demo;
 pub mod report_cmd;
 pub mod serve;
+
+/// After a replay of `intervals` intervals: what it met, on stderr (a file cut short, an
+/// early end, the recorder's gaps and stop); damage in the middle of a file is the error
+/// (exit 1), once everything before it was shown, and so is a recording that ends before
+/// its first whole interval.
+pub fn replay_ended(pipeline: &crate::pipeline::Pipeline, intervals: u64) -> anyhow::Result<()> {
+    let mut damaged = None;
+    for note in pipeline.replay_notes() {
+        if (note.damaged() || (intervals == 0 && note.ends_early())) && damaged.is_none() {
+            damaged = Some(note.line());
+        } else {
+            eprintln!("iotop-bpf: {}", crate::names::show(&note.line()));
+        }
+    }
+    damaged.map_or(Ok(()), |line| Err(anyhow::anyhow!(line)))
+}

@@ -13,6 +13,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
+    feed::recording::Note,
     pipeline::{Pipeline, Step},
     report::{
         html::{self, DiskLatency, HeatMapSpec, Meta},
@@ -23,8 +24,8 @@ use crate::{
 /// What `iotop-bpf report` is asked to draw.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The recording (from --record).
-    pub recording: PathBuf,
+    /// The recording (from --record): a file, or the parts of a rotated one.
+    pub recording: Vec<PathBuf>,
     /// The page to write (FILE.html), or one heat map (FILE.svg).
     pub output: PathBuf,
     /// For .svg: the disk to draw (default: the busiest).
@@ -106,32 +107,44 @@ fn heat_map(meta: &Meta, timeline: &Timeline, args: &Options) -> Result<String> 
             latency,
         }
     };
-    html::single_heat_map(meta, timeline, &spec, &args.recording)
+    html::single_heat_map(meta, timeline, &spec, &args.recording[0])
 }
 
-/// Replays the recording as fast as it reads and folds every interval into a timeline.
-pub fn read(path: &Path) -> Result<(Meta, Timeline)> {
+/// Replays the recording (a file, or the parts of a rotated one) as fast as it reads and
+/// folds every interval into a timeline: to wherever it ends, what the replay met said in
+/// the page's banner and on stderr.
+pub fn read(paths: &[PathBuf]) -> Result<(Meta, Timeline)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("start the async runtime")?;
     runtime.block_on(async {
-        let mut pipeline = Pipeline::replay(path, None)?;
+        let mut pipeline = Pipeline::replay(paths, None)?;
         let mut timeline = Timeline::new();
         while let Step::Interval(snap) = pipeline.next().await? {
             timeline.add(&snap);
         }
+        let notes = pipeline.replay_notes();
+        let lines: Vec<String> = notes.iter().map(Note::line).collect();
         if timeline.intervals == 0 {
+            let why = lines
+                .first()
+                .map_or_else(String::new, |line| format!(" ({line})"));
             bail!(
-                "{} holds no complete interval: nothing to report",
-                path.display()
+                "{} holds no complete interval: nothing to report{why}",
+                paths[0].display()
             );
+        }
+        for line in &lines {
+            eprintln!("iotop-bpf: {}", crate::names::show(line));
         }
         let info = pipeline.info();
         let meta = Meta {
             host: info.host.clone(),
             kernel: info.kernel.clone(),
             started_unix_ms: info.started_unix_ms,
+            ends_early: notes.iter().any(Note::ends_early),
+            notes: lines,
         };
         Ok((meta, timeline))
     })
@@ -167,7 +180,7 @@ mod tests {
         let (info, t) = timeline();
         let dir = std::env::temp_dir();
         let args = |disk: Option<&str>, pid: Option<u32>, latency| Options {
-            recording: dir.join("unused"),
+            recording: vec![dir.join("unused")],
             output: dir.join("x.svg"),
             disk: disk.map(String::from),
             pid,

@@ -37,6 +37,11 @@ pub struct Meta {
     pub kernel: String,
     /// Wall clock at the start of the run, ms since the epoch.
     pub started_unix_ms: u64,
+    /// What the replay met (a cut, damage, the recorder's gaps or stop), one line each: the
+    /// page opens with them.
+    pub notes: Vec<String>,
+    /// The recording ends before its run did (cut, killed, stopped, damaged).
+    pub ends_early: bool,
 }
 
 fn axis(info: &Meta, t: &Timeline) -> TimeAxis {
@@ -132,7 +137,7 @@ td:nth-child(2),th:nth-child(2){text-align:left}.meta{color:#555}\
 .finding{border-left:5px solid #999;padding:6px 12px;margin:10px 0;background:#fafafa}\
 .finding.critical{border-color:#c62828}.finding.warning{border-color:#ef8f00}.finding.info{border-color:#3b78c2}\
 .finding .sum{font-weight:600}.ev{font-family:ui-monospace,monospace;font-size:12px;color:#444}\
-.note{color:#666;font-size:12px}svg.chart{display:block;margin:4px 0 12px;max-width:100%;height:auto}";
+.note{color:#666;font-size:12px}.banner{border:2px solid #c62828;background:#fdecea;padding:6px 12px;margin:12px 0}svg.chart{display:block;margin:4px 0 12px;max-width:100%;height:auto}";
 
 /// The whole page.
 pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
@@ -164,6 +169,21 @@ pub fn page(info: &Meta, t: &Timeline, top: usize) -> String {
         kernel = esc(&info.kernel),
     );
 
+    if !info.notes.is_empty() {
+        let _ = write!(
+            out,
+            "<div class=\"banner\" id=\"ends-early\"><b>{}</b><ul>",
+            if info.ends_early {
+                "This report ends early: the recording stops before the run did, and the report covers it up to there."
+            } else {
+                "The recording has gaps."
+            }
+        );
+        for note in &info.notes {
+            let _ = write!(out, "<li>{}</li>", esc(note));
+        }
+        out.push_str("</ul></div>");
+    }
     // Findings first: they are the point; each is placed on the timeline and linked.
     sections::findings(&mut out, t, &axis);
     // Disks: rates, throughput, percentiles, then queue and device heat maps.
@@ -328,6 +348,8 @@ pub(crate) mod tests {
             host: "db<01>".into(),
             kernel: "6.18".into(),
             started_unix_ms: 1_795_305_600_000,
+            notes: Vec::new(),
+            ends_early: false,
         };
         let mut t = Timeline::new();
         for seq in 1..=90 {
@@ -364,5 +386,20 @@ pub(crate) mod tests {
         );
         assert!(!html.contains("https://"));
         assert!(html.len() < 2 << 20, "{} bytes", html.len());
+        assert!(
+            !html.contains("ends early"),
+            "a whole recording has no banner"
+        );
+    }
+
+    #[test]
+    fn a_recording_cut_short_opens_the_page_with_a_banner_that_says_where() {
+        let (mut info, t) = timeline();
+        info.notes = vec!["x.rec: cut short at byte 371613 <here>".into()];
+        info.ends_early = true;
+        let html = page(&info, &t, 10);
+        let banner = html.find("This report ends early").expect("a banner");
+        assert!(banner < html.find("Findings").unwrap(), "before everything");
+        assert!(html.contains("<li>x.rec: cut short at byte 371613 &lt;here&gt;</li>"));
     }
 }

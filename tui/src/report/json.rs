@@ -47,6 +47,20 @@ pub struct Interval<'a> {
     /// capability); absent when nothing is.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub degraded: &'a [String],
+    #[serde(flatten)]
+    pub recording: Recording,
+}
+
+/// The recording's state when it is not as it should be; both fields absent while it
+/// records every event (or without --record).
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recording {
+    /// `stopped at <time>, <reason>`: a write failed (a full disk); the reports go on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recording: Option<String>,
+    /// Events left out of the recording so far, while the disk fell behind.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub recording_dropped: u64,
 }
 
 #[derive(Serialize)]
@@ -483,14 +497,22 @@ pub fn interval<'a>(
             .collect(),
         findings_omitted: active.saturating_sub(MAX_FINDINGS) as u64,
         degraded,
+        recording: Recording::default(),
     }
 }
 
 /// One NDJSON line (no trailing newline); names keep their exact characters, escaped
 /// (`crate::names::json_line`).
-pub fn to_line(snap: &Snapshot, ts: String, bounds: Bounds<'_>, degraded: &[String]) -> String {
-    crate::names::json_line(&interval(snap, ts, bounds, degraded))
-        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+pub fn to_line(
+    snap: &Snapshot,
+    ts: String,
+    bounds: Bounds<'_>,
+    degraded: &[String],
+    recording: &Recording,
+) -> String {
+    let mut line = interval(snap, ts, bounds, degraded);
+    line.recording = recording.clone();
+    crate::names::json_line(&line).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
 #[cfg(test)]

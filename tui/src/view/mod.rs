@@ -37,7 +37,7 @@ use ratatui::{
 };
 
 pub use self::{
-    state::{Focus, HeatKind, Link, SortKey, UiState},
+    state::{Focus, HeatKind, Link, Rec, SortKey, UiState},
     theme::Theme,
 };
 use crate::{history::History, model::Snapshot};

@@ -281,6 +281,17 @@ pub struct UiState {
     pub probes_loading: bool,
     /// This screen is a second viewer's (`iotop-bpf attach`): its link to the running tool.
     pub link: Option<Link>,
+    /// The recording (`--record`), when there is one.
+    pub recording: Option<Rec>,
+}
+
+/// The recording's state, for the status line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rec {
+    /// Recording; `dropped`: events left out while the disk fell behind.
+    On { dropped: u64 },
+    /// A write failed: `stopped at <time>, <reason>` (the view goes on).
+    Stopped(String),
 }
 
 /// An attached viewer's link to the tool it shows.

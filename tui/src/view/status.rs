@@ -11,7 +11,7 @@ use ratatui::{
     text::{Line, Span},
 };
 
-use super::{Link, Theme, UiState, text};
+use super::{Link, Rec, Theme, UiState, text};
 use crate::{
     clock,
     model::{HostFigures, Snapshot},
@@ -108,6 +108,19 @@ fn tool_parts(snap: &Snapshot, ui: &UiState, theme: &Theme) -> Vec<Part> {
         Some(Link::Lost { .. }) => Some((" [DISCONNECTED]".to_string(), theme.warn)),
     };
     if let Some((text, style)) = link {
+        parts.push(Part {
+            span: Span::styled(text, style),
+            keep: Keep::Always,
+        });
+    }
+    // Recording: whether it still is, and what it left out.
+    let rec = match &ui.recording {
+        None => None,
+        Some(Rec::On { dropped: 0 }) => Some((" [REC]".to_string(), theme.key)),
+        Some(Rec::On { dropped }) => Some((format!(" [REC, {dropped} lost]"), theme.warn)),
+        Some(Rec::Stopped(_)) => Some((" [REC STOPPED]".to_string(), theme.warn)),
+    };
+    if let Some((text, style)) = rec {
         parts.push(Part {
             span: Span::styled(text, style),
             keep: Keep::Always,
@@ -311,6 +324,11 @@ pub fn key_line(ui: &UiState, theme: &Theme, width: usize) -> Line<'static> {
         ])
     } else if let Some(caption) = &ui.caption {
         Line::from(Span::styled(caption.clone(), theme.warn))
+    } else if let Some(Rec::Stopped(why)) = &ui.recording {
+        Line::from(vec![
+            Span::styled("recording ", theme.warn),
+            Span::raw(format!("{why}; the view goes on")),
+        ])
     } else if let Some(note) = ui.notes.first() {
         Line::from(vec![
             Span::styled("degraded: ", theme.warn),

@@ -1,4 +1,4 @@
-//! The binary encoding of model inputs in a recording (formats 3 and 4).
+//! The binary encoding of model inputs in a recording (formats 3 to 5).
 //!
 //! A record is `kind: u8`, `length: varint`, then `length` bytes. Block requests, nearly
 //! every record of a busy host, get a compact encoding: the task (tgid, tid, comm, kernel
@@ -9,6 +9,10 @@
 //!
 //! The encoder and the decoder keep mirrored tables, so the stream must be read from its
 //! start; a table that grows past [`MAX_INTERNED`] is reset by a record of its own.
+//!
+//! Format 5 adds what the recorder says about the stream itself: a gap (inputs it dropped
+//! while the disk fell behind; both sides' tables start over after it), that it stopped (a
+//! write failed), and that it ended (the run's end, or the next part of a rotated recording).
 
 use crate::model::FastMap;
 use crate::model::{BlockIo, Comm, Dev, Dirtier, FileKey, Input, Op};
@@ -26,6 +30,36 @@ const KIND_JSON: u8 = 5;
 /// the file a readahead read read: optional trailing fields).
 const KIND_TASK_IN_CGROUP: u8 = 6;
 const KIND_BLOCK_BLAMED: u8 = 7;
+/// Format 5: inputs dropped (count, bytes); every table starts over.
+const KIND_GAP: u8 = 8;
+/// Format 5: the recorder stopped (wall-clock ms, then why, as text).
+const KIND_STOP: u8 = 9;
+/// Format 5: the stream ends here ([`END_RUN`] or [`END_ROTATED`]).
+const KIND_END: u8 = 10;
+const END_RUN: u8 = 1;
+const END_ROTATED: u8 = 2;
+
+/// What a record holds.
+#[derive(Debug, PartialEq)]
+pub enum Decoded {
+    Input(Input),
+    /// A definition or a reset: only the decoder's tables change.
+    Nothing,
+    /// The recorder dropped `inputs` inputs (`bytes` encoded) here.
+    Gap {
+        inputs: u64,
+        bytes: u64,
+    },
+    /// The recorder stopped at `unix_ms`, for `reason`.
+    Stop {
+        unix_ms: u64,
+        reason: String,
+    },
+    /// The stream ends: the run ended, or (`rotated`) it goes on in the next part.
+    End {
+        rotated: bool,
+    },
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Task {
@@ -83,7 +117,43 @@ const fn op_code(op: Op) -> u8 {
     }
 }
 
+/// The record that says the recorder stopped, and why.
+pub fn stop_record(unix_ms: u64, reason: &str) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(reason.len() + 10);
+    put_varint(&mut payload, unix_ms);
+    payload.extend_from_slice(reason.as_bytes());
+    let mut out = Vec::with_capacity(payload.len() + 4);
+    record(&mut out, KIND_STOP, &payload);
+    out
+}
+
+/// The record that ends a stream: the run's end, or (`rotated`) the end of one part.
+pub fn end_record(rotated: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(3);
+    record(
+        &mut out,
+        KIND_END,
+        &[if rotated { END_ROTATED } else { END_RUN }],
+    );
+    out
+}
+
 impl Encoder {
+    /// Starts over: the next records define what they use (a new part's start).
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Appends a gap of `inputs` dropped inputs (`bytes` encoded) and starts over: what the
+    /// dropped records defined is gone with them.
+    pub fn gap(&mut self, inputs: u64, bytes: u64, out: &mut Vec<u8>) {
+        let mut payload = Vec::with_capacity(20);
+        put_varint(&mut payload, inputs);
+        put_varint(&mut payload, bytes);
+        record(out, KIND_GAP, &payload);
+        self.reset();
+    }
+
     /// Appends `input`'s records (and any definitions it needs) to `out`.
     pub fn encode(&mut self, input: &Input, out: &mut Vec<u8>) {
         match input {
@@ -219,16 +289,19 @@ impl Fields<'_> {
 }
 
 impl Decoder {
-    /// The input a record holds; `None` for the definitions and resets that only feed the
-    /// decoder's tables. An error says what is wrong with the record.
-    pub fn decode(&mut self, kind: u8, payload: &[u8]) -> Result<Option<Input>, String> {
+    /// What a record holds. An error says what is wrong with the record.
+    pub fn decode(&mut self, kind: u8, payload: &[u8]) -> Result<Decoded, String> {
         let mut f = Fields {
             bytes: payload,
             at: 0,
         };
         match kind {
-            KIND_BLOCK => self.block(&mut f, false).map(|io| Some(Input::Block(io))),
-            KIND_BLOCK_BLAMED => self.block(&mut f, true).map(|io| Some(Input::Block(io))),
+            KIND_BLOCK => self
+                .block(&mut f, false)
+                .map(|io| Decoded::Input(Input::Block(io))),
+            KIND_BLOCK_BLAMED => self
+                .block(&mut f, true)
+                .map(|io| Decoded::Input(Input::Block(io))),
             KIND_TASK | KIND_TASK_IN_CGROUP => {
                 let tgid = f.u32()?;
                 let tid = f.u32()?;
@@ -251,7 +324,7 @@ impl Decoder {
                     kernel_thread,
                     cgroup,
                 });
-                Ok(None)
+                Ok(Decoded::Nothing)
             }
             KIND_DEV => {
                 let dev = Dev::new(f.u32()?, f.u32()?);
@@ -259,16 +332,31 @@ impl Decoder {
                     return Err("more devices than a table holds".to_string());
                 }
                 self.devs.push(dev);
-                Ok(None)
+                Ok(Decoded::Nothing)
             }
             KIND_RESET => {
                 self.tasks.clear();
                 self.devs.clear();
-                Ok(None)
+                Ok(Decoded::Nothing)
             }
             KIND_JSON => serde_json::from_slice(payload)
-                .map(Some)
+                .map(Decoded::Input)
                 .map_err(|e| format!("a record does not parse ({e})")),
+            KIND_GAP => {
+                let (inputs, bytes) = (f.varint()?, f.varint()?);
+                *self = Self::default();
+                Ok(Decoded::Gap { inputs, bytes })
+            }
+            KIND_STOP => {
+                let unix_ms = f.varint()?;
+                let reason = String::from_utf8_lossy(&payload[f.at..]).into_owned();
+                Ok(Decoded::Stop { unix_ms, reason })
+            }
+            KIND_END => match f.byte()? {
+                END_RUN => Ok(Decoded::End { rotated: false }),
+                END_ROTATED => Ok(Decoded::End { rotated: true }),
+                other => Err(format!("an end of unknown kind {other}")),
+            },
             other => Err(format!("unknown record kind {other}")),
         }
     }

@@ -7,13 +7,14 @@ use futures::StreamExt as _;
 
 use super::{App, Flow};
 use crate::{
+    feed::recording::{Note, Watch},
     history::History,
     model::Snapshot,
     names::{self, show},
     pipeline::{self, Front, Pipeline, RunInfo},
     shutdown::Shutdown,
     term::TerminalGuard,
-    view::{Link, UiState},
+    view::{Link, Rec, UiState},
 };
 
 /// What the live view is asked to do (from the command line, or the demo's own).
@@ -85,6 +86,7 @@ pub async fn run_captioned(
         None => Screen::enter(app)?,
     };
     let mut front = LiveFront {
+        recording: pipeline.recording(),
         screen,
         captions,
         caption_poll: tokio::time::interval(CAPTION_POLL),
@@ -92,7 +94,11 @@ pub async fn run_captioned(
         limit: options.iterations,
         intervals: 0,
     };
-    pipeline::drive(&mut pipeline, &mut front).await
+    front.recorded();
+    pipeline::drive(&mut pipeline, &mut front).await?;
+    let intervals = front.intervals;
+    drop(front);
+    super::super::replay_ended(&pipeline, intervals)
 }
 
 /// What the key line says while the probes load.
@@ -274,6 +280,8 @@ pub async fn drive(app: App, mut feed: impl Feed) -> Result<()> {
 /// The live view as a [`Pipeline`]'s front end (the probes, a recording, the demo), with the
 /// demo's captions.
 struct LiveFront {
+    /// The recording's state (`--record`), for the status line.
+    recording: Option<Watch>,
     screen: Screen,
     captions: Option<std::sync::mpsc::Receiver<String>>,
     caption_poll: tokio::time::Interval,
@@ -282,6 +290,20 @@ struct LiveFront {
     /// `-n`: intervals to show before quitting.
     limit: Option<u64>,
     intervals: u64,
+}
+
+impl LiveFront {
+    /// The recording's state, to the status line (drawn with the next frame).
+    fn recorded(&mut self) {
+        if let Some(watch) = &self.recording {
+            self.screen.app.ui.recording = Some(match watch.stopped() {
+                Some(stopped) => Rec::Stopped(show(&stopped).into_owned()),
+                None => Rec::On {
+                    dropped: watch.state().dropped,
+                },
+            });
+        }
+    }
 }
 
 /// The live view's flow as the pipeline's loop's.
@@ -310,6 +332,7 @@ impl Front for LiveFront {
 
     fn interval(&mut self, snap: Box<Snapshot>) -> Result<pipeline::Flow> {
         self.intervals += 1;
+        self.recorded();
         if self.screen.take(Fed::Interval(snap))? == Flow::Quit
             || self.limit.is_some_and(|n| self.intervals >= n)
         {
@@ -318,10 +341,12 @@ impl Front for LiveFront {
         Ok(pipeline::Flow::Continue)
     }
 
-    fn ended(&mut self) -> Result<pipeline::Flow> {
-        let note = match &self.replay {
-            Some(path) => format!("end of the recording {} (q quits)", names::path(path)),
-            None => "no more intervals (q quits)".to_string(),
+    fn ended(&mut self, notes: &[Note]) -> Result<pipeline::Flow> {
+        // Where the recording was cut short or damaged, rather than its end.
+        let note = match (notes.iter().rev().find(|n| n.ends_early()), &self.replay) {
+            (Some(note), _) => format!("{} (q quits)", note.line()),
+            (None, Some(path)) => format!("end of the recording {} (q quits)", names::path(path)),
+            (None, None) => "no more intervals (q quits)".to_string(),
         };
         // The view stays until q.
         self.screen.take(Fed::Ended(note)).map(flow)

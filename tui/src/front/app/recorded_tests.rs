@@ -32,7 +32,7 @@ fn replay(name: &str) -> Vec<Snapshot> {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut pipeline = Pipeline::replay(&recording(name), None).unwrap();
+        let mut pipeline = Pipeline::replay(&[recording(name)], None).unwrap();
         let mut out = Vec::new();
         while let Step::Interval(snap) = pipeline.next().await.unwrap() {
             out.push(*snap);

@@ -34,7 +34,7 @@ fn roundtrip(inputs: &[Input]) -> (Vec<Input>, usize) {
     let mut out = Vec::new();
     let mut at = 0;
     while let Some((kind, payload, used)) = split(&bytes[at..]) {
-        if let Some(input) = dec.decode(kind, payload).unwrap() {
+        if let Decoded::Input(input) = dec.decode(kind, payload).unwrap() {
             out.push(input);
         }
         at += used;
@@ -99,6 +99,46 @@ fn a_busy_stream_of_requests_is_small_before_compression() {
 }
 
 #[test]
+fn a_gap_starts_both_sides_over_and_the_stream_says_how_it_ended() {
+    let mut enc = Encoder::default();
+    let mut kept = Vec::new();
+    enc.encode(&Input::Block(block(10, 8, 1_000)), &mut kept);
+    // Records the recorder dropped: they defined a task the decoder never sees.
+    let mut dropped = Vec::new();
+    enc.encode(&Input::Block(block(11, 16, 2_000)), &mut dropped);
+    enc.gap(1, dropped.len() as u64, &mut kept);
+    enc.encode(&Input::Block(block(11, 24, 3_000)), &mut kept);
+    kept.extend(stop_record(1_795_305_600_000, "No space left on device"));
+    kept.extend(end_record(true));
+    let mut dec = Decoder::default();
+    let mut got = Vec::new();
+    let mut buf = &kept[..];
+    while let Some((kind, payload, used)) = split(buf) {
+        match dec.decode(kind, payload).unwrap() {
+            Decoded::Nothing => {}
+            other => got.push(other),
+        }
+        buf = &buf[used..];
+    }
+    assert_eq!(
+        got,
+        [
+            Decoded::Input(Input::Block(block(10, 8, 1_000))),
+            Decoded::Gap {
+                inputs: 1,
+                bytes: dropped.len() as u64
+            },
+            Decoded::Input(Input::Block(block(11, 24, 3_000))),
+            Decoded::Stop {
+                unix_ms: 1_795_305_600_000,
+                reason: "No space left on device".into()
+            },
+            Decoded::End { rotated: true },
+        ]
+    );
+}
+
+#[test]
 fn tables_start_over_when_full() {
     let inputs: Vec<Input> = (0..(MAX_INTERNED as u32 + 10))
         .map(|i| Input::Block(block(i, 0, u64::from(i))))
@@ -117,7 +157,7 @@ fn garbage_is_an_error_not_a_panic() {
     assert_eq!(split(&[KIND_BLOCK, 5, 1, 2]), None, "a record cut short");
     for bytes in crate::fuzz::garbage(0..200) {
         let _ = split(&bytes);
-        let _ = dec.decode(bytes.first().copied().unwrap_or(0) % 6, &bytes);
+        let _ = dec.decode(bytes.first().copied().unwrap_or(0) % 11, &bytes);
     }
 }
 
@@ -145,7 +185,7 @@ fn format_3_requests_still_decode() {
     let mut inputs = Vec::new();
     let mut buf = &out[..];
     while let Some((kind, payload, used)) = split(buf) {
-        if let Some(input) = decoder.decode(kind, payload).unwrap() {
+        if let Decoded::Input(input) = decoder.decode(kind, payload).unwrap() {
             inputs.push(input);
         }
         buf = &buf[used..];
