@@ -62,9 +62,9 @@ impl App {
     }
 
     /// A new interval closed: recorded, and shown unless paused. Its names are shown as
-    /// every text output shows them (`names::defuse`), before anything counts their widths.
+    /// every text output shows them (`shown::defuse`), before anything counts their widths.
     pub fn update(&mut self, mut snap: Snapshot) {
-        crate::names::defuse(&mut snap);
+        shown::defuse(&mut snap);
         self.history.push(&snap, self.ui.selected_pid);
         if let Some(since) = self.board_since_ns {
             // A finding of the step before is shown again only if it goes on two intervals
@@ -395,6 +395,8 @@ impl App {
 
 // The loops, and what feeds them.
 mod live;
+// The snapshot's names, shown.
+mod shown;
 pub use live::{Fed, Feed, Starting, ViewOptions, drive, run, run_captioned};
 
 // Every pane on real recordings, driven through `App` as the live view drives it.

@@ -59,7 +59,7 @@ pub fn run(args: &Options) -> Result<()> {
         Some("svg") => Output::Svg,
         _ => bail!(
             "{}: the output must end in .html (the report) or .svg (one heat map)",
-            args.output.display()
+            crate::names::path(&args.output)
         ),
     };
     let (meta, timeline) = read(&args.recording)?;
@@ -132,7 +132,7 @@ pub fn read(paths: &[PathBuf]) -> Result<(Meta, Timeline)> {
                 .map_or_else(String::new, |line| format!(" ({line})"));
             bail!(
                 "{} holds no complete interval: nothing to report{why}",
-                paths[0].display()
+                crate::names::path(&paths[0])
             );
         }
         for line in &lines {
@@ -158,16 +158,16 @@ fn write_private(path: &Path, body: &str) -> Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("create {}", path.display()))?;
+        .with_context(|| format!("create {}", crate::names::path(path)))?;
     // An existing file keeps its mode through open(): make it private too.
     std::fs::set_permissions(
         path,
         <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600),
     )
-    .with_context(|| format!("make {} private", path.display()))?;
+    .with_context(|| format!("make {} private", crate::names::path(path)))?;
     file.write_all(body.as_bytes())
         .and_then(|()| file.flush())
-        .with_context(|| format!("write {}", path.display()))
+        .with_context(|| format!("write {}", crate::names::path(path)))
 }
 
 #[cfg(test)]

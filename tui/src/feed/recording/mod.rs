@@ -56,27 +56,36 @@ pub struct Header {
     pub part: Option<u32>,
 }
 
+/// Why a recording cannot be read at all. A path is quoted as every message quotes one
+/// (`crate::names::path`); the cause is part of the message, not a chained source.
 #[derive(Debug, Error)]
 pub enum RecordingError {
-    #[error("cannot open the recording {path}: {source}")]
+    #[error("cannot open the recording {}: {error}", shown(path))]
     Open {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("cannot read the recording {path}: {source}")]
+    #[error("cannot read the recording {}: {error}", shown(path))]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("{path} is empty, not an iotop-bpf recording")]
+    #[error("{} is empty, not an iotop-bpf recording", shown(path))]
     Empty { path: PathBuf },
-    #[error("{path} is not an iotop-bpf recording (it does not start with one's header)")]
+    #[error(
+        "{} is not an iotop-bpf recording (it does not start with one's header)",
+        shown(path)
+    )]
     NotARecording { path: PathBuf },
     #[error(
-        "{path} is a version {found} recording; this iotop-bpf reads versions {OLDEST_READABLE} to {FORMAT_VERSION}"
+        "{} is a version {found} recording; this iotop-bpf reads versions {OLDEST_READABLE} to {FORMAT_VERSION}",
+        shown(path)
     )]
     Version { path: PathBuf, found: u32 },
-    #[error("{path}: corrupt or truncated at byte {offset} of the file: {reason}")]
+    #[error(
+        "{}: corrupt or truncated at byte {offset} of the file: {reason}",
+        shown(path)
+    )]
     CorruptAt {
         path: PathBuf,
         offset: u64,
@@ -84,12 +93,23 @@ pub enum RecordingError {
     },
     #[error("no recording given")]
     NoFile,
-    #[error("{path} is not a part of a rotated recording: replay it alone")]
+    #[error(
+        "{} is not a part of a rotated recording: replay it alone",
+        shown(path)
+    )]
     NotAPart { path: PathBuf },
-    #[error("{path} and {other} are parts of different recordings: replay them apart")]
+    #[error(
+        "{} and {} are parts of different recordings: replay them apart",
+        shown(path),
+        shown(other)
+    )]
     OtherRun { path: PathBuf, other: PathBuf },
-    #[error("{path} is part {part} again: give each part once")]
+    #[error("{} is part {part} again: give each part once", shown(path))]
     PartTwice { path: PathBuf, part: u32 },
+}
+
+fn shown(path: &Path) -> std::borrow::Cow<'_, str> {
+    crate::names::path(path)
 }
 
 fn check_header(path: &Path, header: Option<Header>) -> Result<Header, RecordingError> {

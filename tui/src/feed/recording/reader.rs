@@ -63,15 +63,15 @@ enum Body {
 impl Part {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<Self, RecordingError> {
-        let open_err = |source| RecordingError::Open {
+        let open_err = |error| RecordingError::Open {
             path: path.into(),
-            source,
+            error,
         };
         let mut file = File::open(path).map_err(open_err)?;
         let mut magic = [0u8; 8];
-        let got = read_full(&mut file, &mut magic).map_err(|source| RecordingError::Read {
+        let got = read_full(&mut file, &mut magic).map_err(|error| RecordingError::Read {
             path: path.into(),
-            source,
+            error,
         })?;
         if got == 0 {
             return Err(RecordingError::Empty { path: path.into() });
@@ -112,9 +112,9 @@ impl Part {
         let mut header = vec![0u8; len as usize];
         file.read_exact(&mut header).map_err(|_| truncated())?;
         let header = check_header(path, serde_json::from_slice(&header).ok())?;
-        let zstd = Zstd::new().map_err(|source| RecordingError::Read {
+        let zstd = Zstd::new().map_err(|error| RecordingError::Read {
             path: path.into(),
-            source,
+            error,
         })?;
         let start = 12 + u64::from(len);
         let frames = Frames {

@@ -81,7 +81,7 @@ impl Watch {
                 "the recording stopped at {} ({}): {} holds {holds}, and replays",
                 crate::clock::rfc3339(stopped.unix_ms),
                 stopped.reason,
-                state.path.display()
+                crate::names::path(&state.path)
             ));
         }
         if state.dropped > 0 {
@@ -134,8 +134,9 @@ impl Recorder {
             }
             None => options.path.clone(),
         };
-        let fail =
-            |e: std::io::Error| anyhow::anyhow!("create the recording {}: {e}", path.display());
+        let fail = |e: std::io::Error| {
+            anyhow::anyhow!("create the recording {}: {e}", crate::names::path(&path))
+        };
         let head = head(&header);
         let mut sink = storage.create(&path).map_err(fail)?;
         sink.write_all(&head).map_err(fail)?;

@@ -39,7 +39,7 @@ impl Note {
 
     /// One line for a person.
     pub fn line(&self) -> String {
-        let path = self.path.display();
+        let path = crate::names::path(&self.path);
         let to = self.replayed_to_ms.map_or_else(
             || "before its first whole interval".to_string(),
             |ms| format!("up to {}", crate::clock::rfc3339(ms)),

@@ -198,7 +198,7 @@ impl Writer {
             .compress(records)
             .map_err(|e| format!("compress the recording: {e}"))?;
         if let Err(e) = self.sink.write_all(&frame) {
-            let reason = format!("write {}: {e}", self.path.display());
+            let reason = format!("write {}: {e}", crate::names::path(&self.path));
             self.fail(zstd, &reason);
             return Err(reason);
         }
@@ -241,7 +241,7 @@ impl Writer {
             Ok(sink) => sink,
             Err(e) => {
                 // The part before says why nothing follows it.
-                let reason = format!("create {}: {e}", path.display());
+                let reason = format!("create {}: {e}", crate::names::path(&path));
                 let _ = self.storage.remove(&path);
                 self.fail(zstd, &reason);
                 return Err(reason);

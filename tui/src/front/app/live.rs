@@ -76,6 +76,7 @@ pub async fn run_captioned(
     }
     let mut ui = initial_ui(options, pipeline.info(), notes);
     ui.message = startup;
+    ui.recording = pipeline.recording().map(|_| Rec::On { dropped: 0 });
     let app = App::new(ui);
     let screen = match starting {
         Some(Starting(mut screen)) => {
@@ -94,7 +95,6 @@ pub async fn run_captioned(
         limit: options.iterations,
         intervals: 0,
     };
-    front.recorded();
     pipeline::drive(&mut pipeline, &mut front).await?;
     let intervals = front.intervals;
     drop(front);
