@@ -293,7 +293,9 @@ impl Frames {
                 });
             }
             self.out.drain(..self.start);
-            self.ready -= self.start;
+            // Buffered, `start == ready` here; unbuffered (format 4), `ready` only marks
+            // frame ends and may lag `start`.
+            self.ready = self.ready.saturating_sub(self.start);
             self.start = 0;
             if let Step::End = self.step()? {
                 if self.start < self.out.len() {
