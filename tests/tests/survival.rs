@@ -145,8 +145,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `iotop_bpf_intervals_total` from a scrape.
-fn intervals_served(port: u16) -> f64 {
+/// A sample's value from a scrape.
+fn served(port: u16, series: &str) -> f64 {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         stream,
@@ -156,9 +156,9 @@ fn intervals_served(port: u16) -> f64 {
     let mut body = String::new();
     stream.read_to_string(&mut body).unwrap();
     body.lines()
-        .find_map(|l| l.strip_prefix("iotop_bpf_intervals_total "))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no intervals_total in the scrape:\n{body}"))
+        .unwrap_or_else(|| panic!("no {series} in the scrape:\n{body}"))
 }
 
 #[test]
@@ -204,13 +204,14 @@ fn serve_runs_on_through_a_full_recording_filesystem_and_says_so() {
     let _ = writer.kill();
     let _ = writer.wait();
     assert!(stop.contains("No space left on device"), "{stop}");
-    // The metrics go on.
-    let first = intervals_served(port);
+    // The metrics go on, and say the recording stopped.
+    let first = served(port, "iotop_bpf_intervals_total");
     thread::sleep(Duration::from_millis(1_500));
     assert!(
-        intervals_served(port) > first,
+        served(port, "iotop_bpf_intervals_total") > first,
         "serve stopped with the recording"
     );
+    assert_eq!(served(port, "iotop_bpf_recording_up"), 0.0);
     // SAFETY: kill with our child's pid and a valid signal.
     unsafe { libc::kill(i32::try_from(serve.id()).unwrap(), libc::SIGTERM) };
     assert!(serve.wait().unwrap().success());

@@ -63,6 +63,17 @@ pub struct Exporter {
     events: EventStats,
     intervals: u64,
     dstate_threads: usize,
+    /// The recording's state, when recording (`--record`).
+    recording: Option<Recorded>,
+}
+
+/// What the exporter says of the recording: whether it still records (a full disk stops
+/// it, and an unattended `serve --record` should be alerted on), what it wrote and dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    pub up: bool,
+    pub written_bytes: u64,
+    pub dropped_events: u64,
 }
 
 impl Exporter {
@@ -76,6 +87,7 @@ impl Exporter {
             events: EventStats::default(),
             intervals: 0,
             dstate_threads: 0,
+            recording: None,
         }
     }
 
@@ -131,6 +143,14 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .update(snap);
+    }
+
+    /// The recording's state, as of this interval.
+    pub fn recorded(&self, recorded: Recorded) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recording = Some(recorded);
     }
 
     /// A registry whose one collector encodes this exporter.
@@ -406,10 +426,34 @@ impl Exporter {
             "Threads in D state (uninterruptible sleep) at the end of the last interval.",
             None,
             &[(
-                no_labels,
+                no_labels.clone(),
                 i64::try_from(self.dstate_threads).unwrap_or(i64::MAX),
             )],
         )?;
+        if let Some(r) = self.recording {
+            gauges(
+                enc,
+                "recording_up",
+                "1 while the recording (--record) keeps being written; 0 once a write failed \
+                 (a full disk) and it stopped.",
+                None,
+                &[(no_labels.clone(), i64::from(r.up))],
+            )?;
+            counters(
+                enc,
+                "recording_written_bytes",
+                "Bytes written to the recording, every part of it.",
+                None,
+                &[(no_labels.clone(), r.written_bytes)],
+            )?;
+            counters(
+                enc,
+                "recording_dropped_events",
+                "Events left out of the recording while its disk fell behind.",
+                None,
+                &[(no_labels, r.dropped_events)],
+            )?;
+        }
         let mut info =
             enc.encode_descriptor("build", "The iotop-bpf version.", None, MetricType::Info)?;
         info.encode_info(&[("version", env!("CARGO_PKG_VERSION"))])?;

@@ -23,6 +23,17 @@ use crate::pipeline::Pipeline;
 pub fn attach(pipeline: &mut Pipeline, listener: TcpListener, top: usize) -> Result<SocketAddr> {
     let shared = Shared::new(Exporter::new(top));
     let addr = server::spawn(listener, shared.registry())?;
-    pipeline.tap(move |snap| shared.update(snap));
+    let recording = pipeline.recording();
+    pipeline.tap(move |snap| {
+        shared.update(snap);
+        if let Some(watch) = &recording {
+            let state = watch.state();
+            shared.recorded(metrics::Recorded {
+                up: state.stopped.is_none(),
+                written_bytes: state.written,
+                dropped_events: state.dropped,
+            });
+        }
+    });
     Ok(addr)
 }

@@ -389,3 +389,25 @@ fn a_hostile_comm_is_one_label_escaped_as_openmetrics_says() {
         );
     }
 }
+
+/// With --record, whether the recording still is written: an unattended `serve --record`
+/// whose disk filled is alerted on; without it, no such series.
+#[test]
+fn the_recording_is_up_until_a_write_fails() {
+    let shared = Shared::new(Exporter::new(DEFAULT_TOP));
+    shared.update(&demo_snapshot());
+    let text = openmetrics(&shared.registry());
+    assert!(!text.contains("recording"), "not recording: {text}");
+    shared.recorded(Recorded {
+        up: false,
+        written_bytes: 124_542,
+        dropped_events: 7,
+    });
+    let s = samples(&openmetrics(&shared.registry()));
+    assert_eq!(get(&s, "iotop_bpf_recording_up"), 0.0);
+    assert_eq!(
+        get(&s, "iotop_bpf_recording_written_bytes_total"),
+        124_542.0
+    );
+    assert_eq!(get(&s, "iotop_bpf_recording_dropped_events_total"), 7.0);
+}

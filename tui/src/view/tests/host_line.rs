@@ -80,3 +80,26 @@ fn only_known_host_figures_are_shown() {
         "{wide:?}"
     );
 }
+
+/// The recording's state: `[REC]` while it keeps everything, what it lost, and once it
+/// stopped, `[REC STOPPED]` with why on the key line, at 80 columns beside the rest.
+#[test]
+fn the_recording_says_whether_it_still_records_and_why_not() {
+    let snap = demo_snapshot();
+    let mut ui = ui();
+    ui.recording = Some(Rec::On { dropped: 0 });
+    assert!(top_line(80, &snap, &ui).contains(" [REC] "));
+    ui.recording = Some(Rec::On { dropped: 1234 });
+    assert!(top_line(80, &snap, &ui).contains("[REC, 1234 lost]"));
+    ui.recording = Some(Rec::Stopped(
+        "stopped at 2026-11-22T00:00:07.000Z, write /x.rec: No space left on device".into(),
+    ));
+    let screen = text(&draw(100, 24, &snap, &ui));
+    let first = screen.lines().next().unwrap();
+    assert!(first.contains("[REC STOPPED]"), "{first}");
+    let keys = screen.lines().last().unwrap();
+    assert!(
+        keys.starts_with("recording stopped at 2026-11-22T00:00:07.000Z, write /x.rec: No space"),
+        "{keys}"
+    );
+}
