@@ -31,19 +31,22 @@ pub const fn is_dstate(prev_state: u64) -> bool {
         && prev_state & (TASK_NOLOAD | TASK_REPORT_IDLE | TASK_FROZEN) == 0
 }
 
-/// An episode in progress, keyed by thread id in [`EpisodeTable`].
+/// An episode in progress, keyed by thread id in [`EpisodeTable`], and the D time its
+/// thread's finished episodes add up to.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct Episode {
     /// `CLOCK_MONOTONIC` at the switch out; 0: no episode in progress.
     pub start_ns: u64,
-    pub tgid: u32,
+    /// The thread's process and the slot's generation, one word (see [`owner_word`]): read
+    /// with `total` by user space, which tells by the generation that both are one
+    /// thread's.
+    pub owner: u64,
     pub pid: u32,
     /// Kernel stack id in the `STACKS` map; [`STACK_NOT_SAMPLED`] or another negative value
     /// when there is none.
     pub stack_id: i32,
-    pub _pad: u32,
     pub comm: [u8; COMM_LEN],
     /// The thread's `struct task_struct *`: a thread whose id was reused is another task.
     /// 0 from the classic probes.
@@ -51,9 +54,55 @@ pub struct Episode {
     /// The episode's clock at the switch out (see [`DStateOffsets::clock`]), which its end is
     /// read on.
     pub start_clock: u64,
+    /// The thread's D time over its finished episodes, and the slot's generation (see
+    /// [`total_word`]); the classic probes leave it 0 and sum per process instead.
+    pub total: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<Episode>() == 56);
+impl Episode {
+    #[must_use]
+    pub const fn tgid(&self) -> u32 {
+        self.owner as u32
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<Episode>() == 64);
+
+/// [`Episode::owner`]: the process in the low half, the slot's generation in the high half.
+/// The probes change the generation whenever the slot passes to another thread (or its
+/// thread exits), and write owner and total each in one store.
+#[must_use]
+pub const fn owner_word(tgid: u32, generation: u32) -> u64 {
+    (generation as u64) << 32 | tgid as u64
+}
+
+/// Bits of [`Episode::total`] that count nanoseconds (2^56 ns: 2.3 years in D).
+pub const TOTAL_NS_BITS: u32 = 56;
+const TOTAL_NS_MASK: u64 = (1 << TOTAL_NS_BITS) - 1;
+
+/// [`Episode::total`]: `ns` under the low 8 bits of the slot's generation.
+#[must_use]
+pub const fn total_word(generation: u32, ns: u64) -> u64 {
+    ((generation as u64 & 0xff) << TOTAL_NS_BITS) | (ns & TOTAL_NS_MASK)
+}
+
+/// The nanoseconds of a [`total_word`].
+#[must_use]
+pub const fn total_ns(word: u64) -> u64 {
+    word & TOTAL_NS_MASK
+}
+
+/// The process and D time of a slot read as `owner` then `total` while the probes may be
+/// writing it: `None` unless both are of one generation (a slot changing hands, seen half
+/// old and half new in either order).
+#[must_use]
+pub const fn slot_total(owner: u64, total: u64) -> Option<(u32, u64)> {
+    if (owner >> 32) & 0xff == total >> TOTAL_NS_BITS {
+        Some((owner as u32, total_ns(total)))
+    } else {
+        None
+    }
+}
 
 /// Slots per set of the episode table.
 pub const EPISODE_WAYS: usize = 4;
@@ -65,9 +114,8 @@ pub const EPISODE_SETS: u32 = 1 << 11;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct EpisodeLine {
-    /// `start_ns == 0`: the slot is free.
+    /// `start_ns == 0`: no episode in progress.
     pub episode: Episode,
-    pub _pad: [u8; 8],
 }
 
 /// One set of the episode table (an array, the `DSTATE_EPISODES` map): its thread ids on one
@@ -127,7 +175,7 @@ pub struct DStateRecord {
     pub ips: [u64; DSTATE_FRAMES],
 }
 
-const _: () = assert!(core::mem::size_of::<DStateRecord>() == 80 + 8 * DSTATE_FRAMES);
+const _: () = assert!(core::mem::size_of::<DStateRecord>() == 88 + 8 * DSTATE_FRAMES);
 
 /// Offsets in the classic `sched_switch` and `sched_wakeup` tracepoints.
 #[repr(C)]
@@ -378,14 +426,30 @@ mod tests {
     fn episode(pid: u32, name: &str, start_ns: u64) -> Episode {
         Episode {
             start_ns,
-            tgid: pid,
+            owner: owner_word(pid, 0),
             pid,
             stack_id: 7,
-            _pad: 0,
             comm: comm(name),
             task: 0,
             start_clock: 0,
+            total: 0,
         }
+    }
+
+    #[test]
+    fn a_slot_read_while_it_changes_hands_is_not_taken() {
+        let (old, new) = (owner_word(10, 7), owner_word(20, 8));
+        let (old_total, new_total) = (total_word(7, 5_000), total_word(8, 0));
+        assert_eq!(slot_total(old, old_total), Some((10, 5_000)));
+        assert_eq!(slot_total(new, new_total), Some((20, 0)));
+        assert_eq!(slot_total(new, old_total), None, "the old thread's time");
+        assert_eq!(slot_total(old, new_total), None);
+        // The generation wraps at 8 bits in the total, 32 in the owner.
+        assert_eq!(
+            slot_total(owner_word(3, 0x1ff), total_word(0x1ff, 9)),
+            Some((3, 9))
+        );
+        assert_eq!(total_ns(total_word(0x1ff, 1 << 57 | 9)), 9, "bounded");
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! Process exits: one small record when a thread group dies, so user space forgets the
-//! process soon after (instead of keeping tens of thousands of short-lived ones).
+//! Exits: one small record when a thread group dies, so user space forgets the process soon
+//! after (instead of keeping tens of thousands of short-lived ones); and every exiting
+//! thread's D time handed to its process (`sched::thread_exited`).
 
 use aya_ebpf::{
     Global,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns},
     macros::{raw_tracepoint, tracepoint},
     programs::{RawTracePointContext, TracePointContext},
 };
@@ -29,6 +30,7 @@ static EXIT_OFFSETS: Global<ExitOffsets> = Global::new(ExitOffsets::ABSENT);
 pub fn process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
+    crate::sched::thread_exited(pid_tgid as u32, unsafe { bpf_get_current_task() });
     let offsets = EXIT_OFFSETS.load();
     let group_dead = if offsets.group_dead == ABSENT {
         // Older kernels: the group leader's exit stands for the process's.
@@ -50,7 +52,9 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
 /// exiting thread decremented it before the tracepoint).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub fn raw_process_exit(ctx: RawTracePointContext) -> i32 {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    crate::sched::thread_exited(pid_tgid as u32, ctx.arg(0));
     let dead_arg = layout!(exit_group_dead_arg);
     let group_dead = if dead_arg != ABSENT {
         arg(&ctx, dead_arg) & 0xff != 0

@@ -27,8 +27,8 @@ use iotop_bpf_common::{
     dstate::{
         CLOCK_KTIME, CLOCK_RQ, DSTATE_FRAMES, DStateOffsets, DStateRecord, EPISODE_SETS,
         EPISODE_WAYS, Episode, EpisodeEnd, EpisodeSet, EpisodeTable, STACK_NOT_SAMPLED,
-        SchedOffsets, SwitchOutcome, TASK_UNINTERRUPTIBLE, WAKEUP_STACK_NONE, WakeupOutcome,
-        episode_end, episode_set, is_dstate, on_switch, on_wakeup,
+        SchedOffsets, SwitchOutcome, WAKEUP_STACK_NONE, WakeupOutcome, episode_end, episode_set,
+        is_dstate, on_switch, on_wakeup, owner_word, total_ns, total_word,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_DSTATE_UNQUEUED, COUNTER_RING_DROPPED},
     raw::{FAULT_REJECT_DSTATE, FAULT_REJECT_WAIT_SITES},
@@ -95,9 +95,10 @@ impl Episodes {
     }
 
     /// The slot to store an episode of `pid` in: its own, else one never used, else one
-    /// whose episode ended, else the set's first (its episode dropped: counted as stale).
+    /// whose episode ended, else the set's first (its episode dropped: counted as stale);
+    /// and whether it was already `pid`'s.
     #[inline(always)]
-    fn claim(pid: u32) -> Option<*mut Episode> {
+    fn claim(pid: u32) -> Option<(*mut Episode, bool)> {
         let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
         // SAFETY (the three closures): a valid map value, `way < EPISODE_WAYS`.
         let way = choose::<EPISODE_WAYS>(
@@ -108,8 +109,9 @@ impl Episodes {
         let index = way.index::<EPISODE_WAYS>();
         // SAFETY: as above.
         unsafe {
+            let slot = &raw mut (*set).lines[index].episode;
             if let Way::Own(_) = way {
-                return Some(&raw mut (*set).lines[index].episode);
+                return Some((slot, true));
             }
             if let Way::Evicted(_) = way {
                 // The first way's episode is dropped unfinished.
@@ -117,9 +119,32 @@ impl Episodes {
             }
             // The id is written before the episode, and only the new thread's own switch in
             // (or wakeup) looks for it, after this.
-            (*set).lines[index].episode.start_ns = 0;
+            core::ptr::write_volatile(&raw mut (*slot).start_ns, 0);
             (*set).tids[index] = pid;
-            Some(&raw mut (*set).lines[index].episode)
+            Some((slot, false))
+        }
+    }
+
+    /// Gives `slot` to the thread `task` of process `tgid` (0: to nobody, its thread
+    /// exited): the D time of the thread it held goes to that thread's process in
+    /// [`DSTATE_TIME`], and the slot starts a new generation, so that user space never adds
+    /// one thread's time to another's process.
+    ///
+    /// # Safety
+    /// `slot` is a valid map value.
+    #[inline(always)]
+    unsafe fn hand_over(slot: *mut Episode, tgid: u32, task: u64) {
+        // SAFETY: the caller's.
+        let (owner, total) = unsafe { ((*slot).owner, total_ns((*slot).total)) };
+        if total != 0 {
+            add_per_cpu!(DSTATE_TIME, &(owner as u32), total);
+        }
+        // SAFETY: the caller's.
+        unsafe {
+            let generation = ((owner >> 32) as u32).wrapping_add(1);
+            core::ptr::write_volatile(&raw mut (*slot).total, total_word(generation, 0));
+            core::ptr::write_volatile(&raw mut (*slot).owner, owner_word(tgid, generation));
+            (*slot).task = task;
         }
     }
 }
@@ -149,7 +174,7 @@ impl EpisodeTable for Episodes {
     }
     #[inline(always)]
     fn put_new(&self, pid: u32, episode: &Episode) -> bool {
-        let Some(slot) = Self::claim(pid) else {
+        let Some((slot, _)) = Self::claim(pid) else {
             return false;
         };
         // SAFETY: a valid map value.
@@ -161,7 +186,7 @@ impl EpisodeTable for Episodes {
     }
     #[inline(always)]
     fn put(&self, pid: u32, episode: &Episode) {
-        if let Some(slot) = Self::claim(pid) {
+        if let Some((slot, _)) = Self::claim(pid) {
             // SAFETY: a valid map value. Zeroed first: a reader never takes the old start
             // with the new fields (see `write`).
             unsafe { core::ptr::write_volatile(&raw mut (*slot).start_ns, 0) };
@@ -263,27 +288,37 @@ fn rq_clock(k: impl Kernel, task: u64) -> u64 {
     unsafe { bpf_probe_read_kernel(clock as *const u64) }.unwrap_or(0)
 }
 
-/// `prev` switches out in D: its episode starts.
+/// `prev` switches out in D: its episode starts, in its thread's slot.
 #[inline(always)]
 fn switched_out<C: StackIdContext>(k: impl Kernel, ctx: &C, prev: u64) {
     let now = unsafe { bpf_ktime_get_ns() };
     let (pid, tgid) = k.ids(prev);
-    let episode = Episode {
-        start_ns: now,
-        tgid,
-        pid,
-        stack_id: sampled_stack(ctx, now),
-        _pad: 0,
-        comm: k.comm(prev),
-        task: prev,
-        start_clock: if offset!(clock) == CLOCK_KTIME {
-            now
-        } else {
-            rq_clock(k, prev)
-        },
+    let Some((slot, own)) = Episodes::claim(pid) else {
+        return;
     };
-    if on_switch(&Episodes, TASK_UNINTERRUPTIBLE, &episode) == SwitchOutcome::ReplacedStale {
-        bump(COUNTER_DSTATE_STALE);
+    let start_clock = if offset!(clock) == CLOCK_KTIME {
+        now
+    } else {
+        rq_clock(k, prev)
+    };
+    // SAFETY: a valid map value, written by this thread's own switches (and a thread taking
+    // the slot over); user space reads it in place and takes an episode only if `start_ns`
+    // reads the same before and after its copy.
+    unsafe {
+        if own && core::ptr::read_volatile(&raw const (*slot).start_ns) != 0 {
+            // Its last episode never saw its switch in.
+            bump(COUNTER_DSTATE_STALE);
+            core::ptr::write_volatile(&raw mut (*slot).start_ns, 0);
+        }
+        if !own || (*slot).task != prev {
+            Episodes::hand_over(slot, tgid, prev);
+        }
+        (*slot).pid = pid;
+        (*slot).stack_id = sampled_stack(ctx, now);
+        (*slot).comm = k.comm(prev);
+        (*slot).start_clock = start_clock;
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        core::ptr::write_volatile(&raw mut (*slot).start_ns, now);
     }
 }
 
@@ -323,7 +358,22 @@ fn switched_in(k: impl Kernel, next: u64, stack: impl WakeupStack) {
         bump(COUNTER_DSTATE_UNQUEUED);
     }
     let duration = end.clock().saturating_sub(episode.start_clock);
-    finished(&episode, episode.start_ns + duration, stack);
+    // SAFETY: as above. One store: user space reads the word whole.
+    unsafe { core::ptr::write_volatile(&raw mut (*slot).total, episode.total + duration) };
+    streamed(&episode, episode.start_ns + duration, stack);
+}
+
+/// The thread `pid` (task `task`) exits: its slot's D time goes to its process now, while
+/// the process is still read, not when another thread takes the slot over.
+#[inline(always)]
+pub fn thread_exited(pid: u32, task: u64) {
+    if let Some(slot) = Episodes::find(pid)
+        // SAFETY: a valid map value.
+        && unsafe { (*slot).task } == task
+    {
+        // SAFETY: as above.
+        unsafe { Episodes::hand_over(slot, 0, 0) };
+    }
 }
 
 /// The state `prev` switches out in: `sched_switch`'s argument where it passes one, else the
@@ -413,13 +463,13 @@ pub fn dstate_switch(ctx: TracePointContext) -> u32 {
     let now = unsafe { bpf_ktime_get_ns() };
     let episode = Episode {
         start_ns: now,
-        tgid: (pid_tgid >> 32) as u32,
+        owner: owner_word((pid_tgid >> 32) as u32, 0),
         pid: pid_tgid as u32,
         stack_id: sampled_stack(&ctx, now),
-        _pad: 0,
         comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
         task: 0,
         start_clock: now,
+        total: 0,
     };
     if on_switch(&Episodes, state, &episode) == SwitchOutcome::ReplacedStale {
         bump(COUNTER_DSTATE_STALE);
@@ -453,7 +503,10 @@ pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
         comm
     };
     match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
-        WakeupOutcome::Finished { episode, end_ns } => finished(&episode, end_ns, NoWakeupStack),
+        WakeupOutcome::Finished { episode, end_ns } => {
+            add_per_cpu!(DSTATE_TIME, &episode.tgid(), end_ns - episode.start_ns);
+            streamed(&episode, end_ns, NoWakeupStack);
+        }
         WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
         WakeupOutcome::NoEpisode => {}
     }
@@ -497,11 +550,10 @@ impl WakeupStack for SleeperStack {
     }
 }
 
+/// A finished episode's record, if it is long enough to stream.
 #[inline(always)]
-fn finished(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
-    let duration = end_ns - episode.start_ns;
-    add_per_cpu!(DSTATE_TIME, &episode.tgid, duration);
-    if duration < DSTATE_RECORD_MIN_NS.load() {
+fn streamed(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
+    if end_ns - episode.start_ns < DSTATE_RECORD_MIN_NS.load() {
         return;
     }
     let Some(mut slot) = EVENTS.reserve::<DStateRecord>(0) else {

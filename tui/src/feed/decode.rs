@@ -53,7 +53,7 @@ pub fn decode(bytes: &[u8]) -> Result<Input, DecodeError> {
             let e = raw.episode;
             Ok(Input::DState(DStateEpisode {
                 tid: e.pid,
-                tgid: e.tgid,
+                tgid: e.tgid(),
                 comm: Comm::from_bytes(e.comm),
                 start_ns: e.start_ns,
                 end_ns: raw.end_ns,

@@ -7,6 +7,7 @@ mod aggregation;
 mod annotate;
 mod cgroups;
 mod decode;
+mod dtime;
 pub mod host;
 mod io_controls;
 mod kallsyms;
@@ -67,6 +68,8 @@ pub struct LiveFeed {
     cgroups_seen: std::collections::HashSet<u64, foldhash::fast::RandomState>,
     cgroups: cgroups::CgroupNames,
     dstate_time: PerCpuHashMap<MapData, u32, u64>,
+    /// Each process's D time from that map and the episode table's slots.
+    dtime: dtime::DTime,
     /// Threads already in D when the probes attached (their episodes began unseen): tid ->
     /// (tgid, comm, stack from /proc), until they leave D.
     in_d_at_start: std::collections::HashMap<u32, (u32, String, Vec<String>)>,
@@ -143,6 +146,7 @@ impl LiveFeed {
             cgroups_seen: std::collections::HashSet::default(),
             cgroups: cgroups::CgroupNames::new(),
             dstate_time,
+            dtime: dtime::DTime::default(),
             in_d_at_start,
             procs: procfs::ProcCache::default(),
             readers: readers::Readers::default(),
@@ -297,12 +301,15 @@ impl LiveFeed {
                 (tgid, per_cpu.iter().map(|w| w.bytes).sum())
             })
             .collect();
-        let dstate_time = self
+        let handed: Vec<(u32, u64)> = self
             .dstate_time
             .iter()
             .filter_map(Result::ok)
             .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
             .collect();
+        let dstate_time = self
+            .dtime
+            .sample(handed.into_iter(), self.knobs.episodes().totals());
         let ThrottleSample {
             dio_calls,
             dirty_pauses,
@@ -333,6 +340,7 @@ impl LiveFeed {
         let exited = std::mem::take(&mut self.exited);
         control::forget(&mut self.logical_writes, exited.iter().copied());
         control::forget(&mut self.dstate_time, exited.iter().copied());
+        self.dtime.forget(exited.iter().copied());
         control::forget(&mut self.dirty_pauses, exited.iter().copied());
         let dstate_now = self.dstate_now(now_ns);
         let names = block_device_names();
@@ -404,7 +412,7 @@ impl LiveFeed {
                     .in_progress(tid, episode.start_ns, episode.stack_id);
             now.push(DStateNow {
                 tid,
-                tgid: episode.tgid,
+                tgid: episode.tgid(),
                 comm: Comm::from_bytes(episode.comm).to_string(),
                 start_ns: Some(episode.start_ns),
                 stack,

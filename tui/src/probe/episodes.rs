@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Result, bail};
 use aya::maps::MapData;
-use iotop_bpf_common::dstate::{EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet};
+use iotop_bpf_common::dstate::{EPISODE_SETS, EPISODE_WAYS, Episode, EpisodeSet, slot_total};
 
 /// The `DSTATE_EPISODES` array, mapped.
 pub struct EpisodeTableView {
@@ -62,23 +62,44 @@ impl EpisodeTableView {
         })
     }
 
-    fn start_ns(&self, set: usize, way: usize) -> &AtomicU64 {
+    /// A word of slot (`set`, `way`): `start_ns`, `owner` or `total`.
+    fn word(&self, set: usize, way: usize, field: fn(*mut Episode) -> *mut u64) -> &AtomicU64 {
         debug_assert!(set < self.len && way < EPISODE_WAYS);
-        // SAFETY: in bounds of the mapping, 64-byte aligned (the line), and only ever
-        // accessed as a u64 from here; the probes write it with plain (atomic on x86)
-        // 8-byte stores.
+        // SAFETY: in bounds of the mapping, 8-byte aligned, and only ever accessed as a u64
+        // from here; the probes write these words with single 8-byte stores (single-copy
+        // atomic on x86-64 and arm64).
         unsafe {
-            AtomicU64::from_ptr(
-                (&raw mut (*self.sets.as_ptr().add(set)).lines[way].episode.start_ns).cast(),
-            )
+            AtomicU64::from_ptr(field(
+                &raw mut (*self.sets.as_ptr().add(set)).lines[way].episode,
+            ))
         }
+    }
+
+    fn start_ns(&self, set: usize, way: usize) -> &AtomicU64 {
+        // SAFETY (the closure): a field of a valid episode.
+        self.word(set, way, |e| unsafe { &raw mut (*e).start_ns })
+    }
+
+    /// Every slot's process and D time (its thread's finished episodes), by slot index;
+    /// `None` for a slot seen changing hands (see `slot_total`).
+    pub fn totals(&self) -> impl Iterator<Item = (usize, Option<(u32, u64)>)> + '_ {
+        (0..self.len).flat_map(move |set| {
+            (0..EPISODE_WAYS).map(move |way| {
+                // SAFETY (the closures): fields of a valid episode.
+                let owner = self.word(set, way, |e| unsafe { &raw mut (*e).owner });
+                let total = self.word(set, way, |e| unsafe { &raw mut (*e).total });
+                let read = slot_total(owner.load(Ordering::Acquire), total.load(Ordering::Acquire));
+                (set * EPISODE_WAYS + way, read)
+            })
+        })
     }
 
     /// The episodes in progress, by thread id. One being written as it is read is skipped
     /// (the probes write `start_ns` last; it is read before and after the copy, as a
     /// seqlock's reader would). The probes order their stores with a compiler fence only:
     /// enough on x86, whose stores become visible in order; a weakly ordered CPU could show
-    /// an episode with an older command or stack for one interval.
+    /// an episode with an older command or stack for one interval (its start and its time in
+    /// D are each one word, never torn).
     pub fn in_progress(&self) -> Vec<(u32, Episode)> {
         let mut found = Vec::new();
         for set in 0..self.len {
