@@ -9,39 +9,34 @@
 //! ones add to the process's D time and, above a threshold, are streamed with the sleeper's
 //! stack (taken at its switch in, before it runs: still its wait site).
 
+mod classic;
+mod stacks;
+mod table;
+
 use aya_ebpf::{
     EbpfContext, Global,
-    bindings::{BPF_F_MMAPABLE, BPF_F_REUSE_STACKID},
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
     },
-    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
-    maps::{Array, LruPerCpuHashMap, PerCpuArray, StackTrace},
-    programs::{
-        BtfTracePointContext, RawTracePointContext, TracePointContext, tracing::StackIdContext,
-    },
+    macros::{btf_tracepoint, raw_tracepoint},
+    programs::{BtfTracePointContext, RawTracePointContext, tracing::StackIdContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
-    assoc::{Way, choose, position},
     dstate::{
-        CLOCK_KTIME, CLOCK_RQ, DSTATE_FRAMES, DStateOffsets, DStateRecord, EPISODE_SETS,
-        EPISODE_WAYS, Episode, EpisodeEnd, EpisodeSet, EpisodeTable, STACK_NOT_SAMPLED,
-        SchedOffsets, SwitchOutcome, WAKEUP_STACK_NONE, WakeupOutcome, episode_end, episode_set,
-        is_dstate, on_switch, on_wakeup, owner_word, total_ns, total_word,
+        CLOCK_KTIME, CLOCK_RQ, DStateOffsets, DStateRecord, Episode, EpisodeEnd, episode_end,
+        is_dstate,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_DSTATE_UNQUEUED, COUNTER_RING_DROPPED},
     raw::{FAULT_REJECT_DSTATE, FAULT_REJECT_WAIT_SITES},
     tracepoint::ABSENT,
 };
 
-use crate::{
-    block::{EVENTS, add_per_cpu, bump, submit},
-    fields::Window,
+use self::{
+    stacks::{NoWakeupStack, SleeperStack, WakeupStack, sampled_stack},
+    table::Episodes,
 };
-
-#[unsafe(no_mangle)]
-static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);
+use crate::block::{EVENTS, bump, submit};
 
 /// Set by the loader (a plain static, not a `Global`: a probe reads the fields it needs, not
 /// a copy of the whole).
@@ -59,149 +54,6 @@ macro_rules! offset {
 
 #[unsafe(no_mangle)]
 static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
-
-/// Mmapable so that the kernel page-aligns it (each line of a set on a cache line) and user
-/// space reads it in place.
-#[map]
-static DSTATE_EPISODES: Array<EpisodeSet> = Array::with_max_entries(EPISODE_SETS, BPF_F_MMAPABLE);
-
-#[map]
-static STACKS: StackTrace = StackTrace::with_max_entries(16_384, 0);
-
-#[unsafe(no_mangle)]
-static STACK_MIN_GAP_NS: Global<u64> = Global::new(10_000_000);
-
-/// When this CPU last took a stack.
-#[map]
-static LAST_STACK_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-
-#[map]
-static DSTATE_TIME: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(16_384, 0);
-
-/// The episode table over [`DSTATE_EPISODES`]: a 4-way set-associative array by thread id.
-/// A thread's episodes are written by its own switch out and its switch in (or wakeup), which
-/// the scheduler orders, and by user space only to clear a stale one (a compare-and-swap on
-/// `start_ns`).
-pub struct Episodes;
-
-impl Episodes {
-    /// The slot of `pid` (whether or not an episode is in it).
-    #[inline(always)]
-    fn find(pid: u32) -> Option<*mut Episode> {
-        let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
-        // SAFETY: a valid map value, `way < EPISODE_WAYS`.
-        let way = position::<EPISODE_WAYS>(|way| unsafe { (*set).tids[way] } == pid)?;
-        Some(unsafe { &raw mut (*set).lines[way].episode })
-    }
-
-    /// The slot to store an episode of `pid` in: its own, else one never used, else one
-    /// whose episode ended, else the set's first (its episode dropped: counted as stale);
-    /// and whether it was already `pid`'s.
-    #[inline(always)]
-    fn claim(pid: u32) -> Option<(*mut Episode, bool)> {
-        let set = DSTATE_EPISODES.get_ptr_mut(episode_set(pid))?;
-        // SAFETY (the three closures): a valid map value, `way < EPISODE_WAYS`.
-        let way = choose::<EPISODE_WAYS>(
-            |way| unsafe { (*set).tids[way] } == pid,
-            |way| unsafe { (*set).tids[way] } == 0,
-            |way| unsafe { (*set).lines[way].episode.start_ns } == 0,
-        );
-        let index = way.index::<EPISODE_WAYS>();
-        // SAFETY: as above.
-        unsafe {
-            let slot = &raw mut (*set).lines[index].episode;
-            if let Way::Own(_) = way {
-                return Some((slot, true));
-            }
-            if let Way::Evicted(_) = way {
-                // The first way's episode is dropped unfinished.
-                bump(COUNTER_DSTATE_STALE);
-            }
-            // The id is written before the episode, and only the new thread's own switch in
-            // (or wakeup) looks for it, after this.
-            core::ptr::write_volatile(&raw mut (*slot).start_ns, 0);
-            (*set).tids[index] = pid;
-            Some((slot, false))
-        }
-    }
-
-    /// Gives `slot` to the thread `task` of process `tgid` (0: to nobody, its thread
-    /// exited): the D time of the thread it held goes to that thread's process in
-    /// [`DSTATE_TIME`], and the slot starts a new generation, so that user space never adds
-    /// one thread's time to another's process.
-    ///
-    /// # Safety
-    /// `slot` is a valid map value.
-    #[inline(always)]
-    unsafe fn hand_over(slot: *mut Episode, tgid: u32, task: u64) {
-        // SAFETY: the caller's.
-        let (owner, total) = unsafe { ((*slot).owner, total_ns((*slot).total)) };
-        if total != 0 {
-            add_per_cpu!(DSTATE_TIME, &(owner as u32), total);
-        }
-        // SAFETY: the caller's.
-        unsafe {
-            let generation = ((owner >> 32) as u32).wrapping_add(1);
-            core::ptr::write_volatile(&raw mut (*slot).total, total_word(generation, 0));
-            core::ptr::write_volatile(&raw mut (*slot).owner, owner_word(tgid, generation));
-            (*slot).task = task;
-        }
-    }
-}
-
-/// Writes `episode` into a free slot, `start_ns` last: user space reads the slots in place
-/// and takes an episode only if `start_ns` reads the same before and after its copy.
-#[inline(always)]
-fn write(slot: *mut Episode, episode: &Episode) {
-    // SAFETY: a valid map value.
-    unsafe {
-        *slot = Episode {
-            start_ns: 0,
-            ..*episode
-        };
-        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
-        core::ptr::write_volatile(&raw mut (*slot).start_ns, episode.start_ns);
-    }
-}
-
-impl EpisodeTable for Episodes {
-    #[inline(always)]
-    fn get(&self, pid: u32) -> Option<Episode> {
-        let slot = Self::find(pid)?;
-        // SAFETY: copied out at once.
-        let episode = unsafe { *slot };
-        (episode.start_ns != 0).then_some(episode)
-    }
-    #[inline(always)]
-    fn put_new(&self, pid: u32, episode: &Episode) -> bool {
-        let Some((slot, _)) = Self::claim(pid) else {
-            return false;
-        };
-        // SAFETY: a valid map value.
-        if unsafe { (*slot).start_ns } != 0 {
-            return false;
-        }
-        write(slot, episode);
-        true
-    }
-    #[inline(always)]
-    fn put(&self, pid: u32, episode: &Episode) {
-        if let Some((slot, _)) = Self::claim(pid) {
-            // SAFETY: a valid map value. Zeroed first: a reader never takes the old start
-            // with the new fields (see `write`).
-            unsafe { core::ptr::write_volatile(&raw mut (*slot).start_ns, 0) };
-            write(slot, episode);
-        }
-    }
-    #[inline(always)]
-    fn remove(&self, pid: u32) {
-        if let Some(slot) = Self::find(pid) {
-            // SAFETY: a valid map value. User space clears only an episode whose thread left
-            // D over a second ago, which this thread's own probes no longer race.
-            unsafe { (*slot).start_ns = 0 };
-        }
-    }
-}
 
 /// How a program reads a task and the objects it points to.
 trait Kernel: Copy {
@@ -425,134 +277,9 @@ pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
     0
 }
 
-/// The current task's kernel stack, unless this CPU took one less than `STACK_MIN_GAP_NS`
-/// ago. User space reads the stack of a thread still stuck from /proc instead.
-#[inline(always)]
-fn sampled_stack<C: StackIdContext>(ctx: &C, now: u64) -> i32 {
-    let Some(last) = LAST_STACK_NS.get_ptr_mut(0) else {
-        return STACK_NOT_SAMPLED;
-    };
-    // SAFETY: this CPU's slot.
-    unsafe {
-        if now.wrapping_sub(*last) < STACK_MIN_GAP_NS.load() {
-            return STACK_NOT_SAMPLED;
-        }
-        *last = now;
-    }
-    ctx.get_stackid(&STACKS, u64::from(BPF_F_REUSE_STACKID))
-        .map_or(-1, |id| id as i32)
-}
-
-/// The classic tracepoint, for kernels without BTF: the switch out only.
-#[tracepoint]
-pub fn dstate_switch(ctx: TracePointContext) -> u32 {
-    let offsets = SCHED_OFFSETS.load();
-    let Ok(record) = Window::read(&ctx) else {
-        return 0;
-    };
-    let state = if offsets.prev_state_size == 4 {
-        record.u32(offsets.prev_state).map(u64::from)
-    } else {
-        record.u64(offsets.prev_state)
-    };
-    let Ok(state) = state else { return 0 };
-    if !is_dstate(state) {
-        return 0;
-    }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let now = unsafe { bpf_ktime_get_ns() };
-    let episode = Episode {
-        start_ns: now,
-        owner: owner_word((pid_tgid >> 32) as u32, 0),
-        pid: pid_tgid as u32,
-        stack_id: sampled_stack(&ctx, now),
-        comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
-        task: 0,
-        start_clock: now,
-        total: 0,
-    };
-    if on_switch(&Episodes, state, &episode) == SwitchOutcome::ReplacedStale {
-        bump(COUNTER_DSTATE_STALE);
-    }
-    0
-}
-
-/// The classic wakeup, which ends an episode where no BTF describes the scheduler.
-#[tracepoint]
-pub fn dstate_wakeup(ctx: TracePointContext) -> u32 {
-    let offsets = SCHED_OFFSETS.load();
-    // Most wakeups are of tasks sleeping in S: read the pid alone, one lookup, and out.
-    if offsets.wakeup_pid == ABSENT {
-        return 0;
-    }
-    // SAFETY: bpf_probe_read_kernel validates the address; the offset comes from tracefs.
-    let Ok(pid) = (unsafe { ctx.read_at::<u32>(offsets.wakeup_pid as usize) }) else {
-        return 0;
-    };
-    let comm = || {
-        let mut comm = [0u8; COMM_LEN];
-        if let Ok(record) = Window::read(&ctx)
-            && let (Ok(head), Ok(tail)) = (
-                record.bytes8(offsets.wakeup_comm),
-                record.bytes8(offsets.wakeup_comm + 8),
-            )
-        {
-            comm[..8].copy_from_slice(&head);
-            comm[8..].copy_from_slice(&tail);
-        }
-        comm
-    };
-    match on_wakeup(&Episodes, pid, comm, || unsafe { bpf_ktime_get_ns() }) {
-        WakeupOutcome::Finished { episode, end_ns } => {
-            add_per_cpu!(DSTATE_TIME, &episode.tgid(), end_ns - episode.start_ns);
-            streamed(&episode, end_ns, NoWakeupStack);
-        }
-        WakeupOutcome::Stale => bump(COUNTER_DSTATE_STALE),
-        WakeupOutcome::NoEpisode => {}
-    }
-    0
-}
-
-/// How a finished episode's record gets its stack: taken by the kernel into the record's
-/// `ips` (returning the bytes taken or a negative errno), or none at all.
-pub trait WakeupStack {
-    fn take(self, ips: *mut [u64; DSTATE_FRAMES]) -> i32;
-}
-
-/// The programs that cannot take the sleeper's stack (no BTF pointer to it).
-pub struct NoWakeupStack;
-
-impl WakeupStack for NoWakeupStack {
-    #[inline(always)]
-    fn take(self, _ips: *mut [u64; DSTATE_FRAMES]) -> i32 {
-        WAKEUP_STACK_NONE
-    }
-}
-
-/// The thread switching in, as the BTF tracepoint passes it: it has not run since it was
-/// woken, so its stack is still where it waited.
-struct SleeperStack(*mut aya_ebpf::bindings::task_struct);
-
-impl WakeupStack for SleeperStack {
-    #[inline(always)]
-    fn take(self, ips: *mut [u64; DSTATE_FRAMES]) -> i32 {
-        // SAFETY: a trusted task pointer from the tracepoint; `ips` is reserved ring memory
-        // of exactly this size.
-        let taken = unsafe {
-            aya_ebpf::helpers::generated::bpf_get_task_stack(
-                self.0,
-                ips.cast(),
-                core::mem::size_of::<[u64; DSTATE_FRAMES]>() as u32,
-                0,
-            )
-        };
-        taken as i32
-    }
-}
-
 /// A finished episode's record, if it is long enough to stream.
 #[inline(always)]
-fn streamed(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
+pub(super) fn streamed(episode: &Episode, end_ns: u64, stack: impl WakeupStack) {
     if end_ns - episode.start_ns < DSTATE_RECORD_MIN_NS.load() {
         return;
     }
