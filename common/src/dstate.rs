@@ -177,6 +177,21 @@ pub struct DStateRecord {
 
 const _: () = assert!(core::mem::size_of::<DStateRecord>() == 88 + 8 * DSTATE_FRAMES);
 
+/// A thread in D when user space asked, with its kernel stack: what the task iterator
+/// (`dstate_stuck`) writes, one after another, for every such thread of the host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct StuckThread {
+    pub tid: u32,
+    /// Bytes of `ips` filled (a multiple of 8), or a negative errno.
+    pub stack_bytes: i32,
+    /// Return addresses, innermost first.
+    pub ips: [u64; DSTATE_FRAMES],
+}
+
+const _: () = assert!(core::mem::size_of::<StuckThread>() == 8 + 8 * DSTATE_FRAMES);
+
 /// Offsets in the classic `sched_switch` and `sched_wakeup` tracepoints.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,13 +19,13 @@ use aya_ebpf::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
     },
     macros::{btf_tracepoint, raw_tracepoint},
-    programs::{BtfTracePointContext, RawTracePointContext, tracing::StackIdContext},
+    programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DSTATE, RecordHeader,
     dstate::{
-        CLOCK_KTIME, CLOCK_RQ, DStateOffsets, DStateRecord, Episode, EpisodeEnd, episode_end,
-        is_dstate,
+        CLOCK_KTIME, CLOCK_RQ, DStateOffsets, DStateRecord, Episode, EpisodeEnd, STACK_NOT_SAMPLED,
+        episode_end, is_dstate,
     },
     maps::{COUNTER_DSTATE_STALE, COUNTER_DSTATE_UNQUEUED, COUNTER_RING_DROPPED},
     raw::{FAULT_REJECT_DSTATE, FAULT_REJECT_WAIT_SITES},
@@ -41,22 +41,23 @@ use crate::block::{EVENTS, bump, submit};
 /// Set by the loader (a plain static, not a `Global`: a probe reads the fields it needs, not
 /// a copy of the whole).
 #[unsafe(no_mangle)]
-static DSTATE_OFFSETS: DStateOffsets = DStateOffsets::ABSENT;
+pub(crate) static DSTATE_OFFSETS: DStateOffsets = DStateOffsets::ABSENT;
 
 /// One field of [`DSTATE_OFFSETS`], as the loader set it (a volatile read: the compiler must
 /// not fold in the value compiled here; the verifier knows it, from the frozen `.rodata`).
 macro_rules! offset {
     ($field:ident) => {
         // SAFETY: a read of a static's field.
-        unsafe { core::ptr::read_volatile(&raw const DSTATE_OFFSETS.$field) }
+        unsafe { core::ptr::read_volatile(&raw const $crate::sched::DSTATE_OFFSETS.$field) }
     };
 }
+use offset;
 
 #[unsafe(no_mangle)]
 static DSTATE_RECORD_MIN_NS: Global<u64> = Global::new(1_000_000);
 
 /// How a program reads a task and the objects it points to.
-trait Kernel: Copy {
+pub(super) trait Kernel: Copy {
     fn u32(self, base: u64, offset: u32) -> u32;
     fn u64(self, base: u64, offset: u32) -> u64;
     /// The command of `task`, the current task (the one switching out).
@@ -68,7 +69,7 @@ trait Kernel: Copy {
 /// Loads through the pointers a `tp_btf` program is given, which the verifier checks against
 /// BTF (a faulting load reads 0): one instruction each.
 #[derive(Clone, Copy)]
-struct Direct;
+pub(super) struct Direct;
 
 impl Kernel for Direct {
     #[inline(always)]
@@ -142,7 +143,7 @@ fn rq_clock(k: impl Kernel, task: u64) -> u64 {
 
 /// `prev` switches out in D: its episode starts, in its thread's slot.
 #[inline(always)]
-fn switched_out<C: StackIdContext>(k: impl Kernel, ctx: &C, prev: u64) {
+fn switched_out(k: impl Kernel, prev: u64, stack_id: impl FnOnce(u64) -> i32) {
     let now = unsafe { bpf_ktime_get_ns() };
     let (pid, tgid) = k.ids(prev);
     let Some((slot, own)) = Episodes::claim(pid) else {
@@ -166,7 +167,7 @@ fn switched_out<C: StackIdContext>(k: impl Kernel, ctx: &C, prev: u64) {
             Episodes::hand_over(slot, tgid, prev);
         }
         (*slot).pid = pid;
-        (*slot).stack_id = sampled_stack(ctx, now);
+        (*slot).stack_id = stack_id(now);
         (*slot).comm = k.comm(prev);
         (*slot).start_clock = start_clock;
         core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
@@ -256,7 +257,8 @@ pub fn dstate_switch_btf(ctx: BtfTracePointContext) -> i32 {
     let next: *mut aya_ebpf::bindings::task_struct = ctx.arg(2);
     // A preempted task stays runnable whatever its state says: no sleep.
     if preempt & 1 == 0 && is_dstate(prev_state(Direct, &ctx, prev as u64)) {
-        switched_out(Direct, &ctx, prev as u64);
+        // Threads still in D get their stacks from the task iterator.
+        switched_out(Direct, prev as u64, |_| STACK_NOT_SAMPLED);
     }
     switched_in(Direct, next as u64, SleeperStack(next));
     0
@@ -271,7 +273,7 @@ pub fn dstate_switch_raw(ctx: RawTracePointContext) -> i32 {
     let prev: u64 = ctx.arg(1);
     let next: u64 = ctx.arg(2);
     if preempt & 1 == 0 && is_dstate(prev_state(Probed, &ctx, prev)) {
-        switched_out(Probed, &ctx, prev);
+        switched_out(Probed, prev, |now| sampled_stack(&ctx, now));
     }
     switched_in(Probed, next, NoWakeupStack);
     0

@@ -342,6 +342,20 @@ impl LiveFeed {
         control::forget(&mut self.dstate_time, exited.iter().copied());
         self.dtime.forget(exited.iter().copied());
         control::forget(&mut self.dirty_pauses, exited.iter().copied());
+        if let Some(threads) = self.probes.threads_in_d() {
+            match threads {
+                Ok(threads) => self.stacks.set_stuck(threads.into_iter().map(|t| {
+                    let frames = usize::try_from(t.stack_bytes).unwrap_or(0) / 8;
+                    (t.tid, t.ips[..frames.min(t.ips.len())].to_vec())
+                })),
+                Err(e) => {
+                    let note = format!("{}: {e:#}", crate::probe::plan::Part::StuckSites.loss());
+                    if !self.report.degraded.contains(&note) {
+                        self.report.degraded.push(note);
+                    }
+                }
+            }
+        }
         let dstate_now = self.dstate_now(now_ns);
         let names = block_device_names();
         let geometry = self.block_sizes.geometry(&names);

@@ -6,9 +6,10 @@
 //! remain: at most one per CPU per 10 ms at the switch into D (a stack costs ~0.5 µs and
 //! synchronous I/O puts a thread in D for every request), so many episodes have none.
 //!
-//! A thread still in D has not switched in yet: its stack comes from the probes' sample, else
-//! from `/proc/TID/stack` (root only), read at the first tick that sees the episode and
-//! kept until it ends, so its finished record gets it too when nothing better came.
+//! A thread still in D has not switched in yet: its stack comes from the probes' task
+//! iterator, run at each tick (or their sample, where the iterator does not load), else from
+//! `/proc/TID/stack` (root only), taken at the first tick that sees the episode and kept
+//! until it ends, so its finished record gets it too when nothing better came.
 
 use std::collections::HashMap;
 
@@ -27,8 +28,10 @@ pub type Site = (Vec<String>, Option<NoStack>);
 pub struct StackBook {
     map: StackTraceMap<MapData>,
     kallsyms: Symbols,
-    /// tid -> (episode start, frames read from /proc), for episodes in progress.
+    /// tid -> (episode start, frames from the iterator or /proc), for episodes in progress.
     from_proc: HashMap<u32, (u64, Vec<String>)>,
+    /// This tick's stacks of the threads in D, from the probes' task iterator: tid -> ips.
+    stuck: HashMap<u32, Vec<u64>>,
     /// /proc reads left in this tick.
     proc_reads_left: usize,
 }
@@ -40,6 +43,7 @@ impl StackBook {
             map,
             kallsyms: Symbols::Loading(Some(kallsyms)),
             from_proc: HashMap::new(),
+            stuck: HashMap::new(),
             proc_reads_left: PROC_READS_PER_TICK,
         }
     }
@@ -74,7 +78,7 @@ impl StackBook {
     }
 
     /// The site of episode (`tid`, `start_ns`), still in progress: its sampled stack, else
-    /// /proc's (read once per episode, within the tick's budget).
+    /// the iterator's or /proc's (taken once per episode; /proc within the tick's budget).
     pub fn in_progress(&mut self, tid: u32, start_ns: u64, stack_id: i32) -> Site {
         if let Some(site) = self.sampled(stack_id) {
             return site;
@@ -84,13 +88,26 @@ impl StackBook {
         {
             return with_reason(frames.clone());
         }
-        if self.proc_reads_left == 0 {
-            return (Vec::new(), Some(NoStack::NotSampled));
-        }
-        self.proc_reads_left -= 1;
-        let frames = proc_stack(tid);
+        let frames = if let Some(ips) = self.stuck.remove(&tid) {
+            let (frames, hidden) = self.symbolize(ips);
+            if hidden.is_some() {
+                return (frames, hidden);
+            }
+            frames
+        } else {
+            if self.proc_reads_left == 0 {
+                return (Vec::new(), Some(NoStack::NotSampled));
+            }
+            self.proc_reads_left -= 1;
+            proc_stack(tid)
+        };
         self.from_proc.insert(tid, (start_ns, frames.clone()));
         with_reason(frames)
+    }
+
+    /// This tick's stacks from the task iterator (`tid`, return addresses).
+    pub fn set_stuck(&mut self, threads: impl Iterator<Item = (u32, Vec<u64>)>) {
+        self.stuck = threads.collect();
     }
 
     /// Forgets /proc stacks of episodes no longer in progress (`live` lists those that are)

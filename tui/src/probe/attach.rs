@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    programs::{BtfTracePoint, Program, ProgramError, RawTracePoint, TracePoint},
+    programs::{BtfTracePoint, Iter, Program, ProgramError, RawTracePoint, TracePoint},
 };
 use iotop_bpf_common::{
     blame::GLOBAL_BLAME_OFFSETS,
@@ -122,6 +122,20 @@ fn load_and_attach(
                 .attach()
                 .with_context(|| format!("attach to tp_btf {name}"))?;
             Ok(Some(Box::new(program.take_link(link)?)))
+        }
+        Attach::Iter(kind) => {
+            let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
+            let program: &mut Iter = programs
+                .get_mut(step.program)
+                .map(|p| &mut **p)
+                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
+                .try_into()
+                .with_context(|| format!("{} is not an iterator program", step.program))?;
+            if first {
+                program.load(kind, btf)?;
+            }
+            // Run when read, never attached to an event.
+            Ok(None)
         }
         Attach::Raw(name) => load_then_attach(
             as_raw(
@@ -288,6 +302,11 @@ pub(super) fn attach_all<'p>(
                 Ok(Some(link)) => {
                     links.push(link);
                     report.attached.push(step.attach.to_string());
+                }
+                Ok(None) if matches!(step.attach, Attach::Iter(_)) => {
+                    report
+                        .attached
+                        .push(format!("{} (run each interval)", step.attach));
                 }
                 Ok(None) => {
                     report

@@ -139,7 +139,9 @@ impl Probes {
                     })?;
                     Box::new(program.take_link(link)?)
                 }
-                Attach::Btf(name) => bail!("{} (tp_btf:{name}) is never deferred", step.program),
+                Attach::Btf(_) | Attach::Iter(_) => {
+                    bail!("{} ({}) is never deferred", step.program, step.attach)
+                }
             };
             self.links.push(link);
         }

@@ -10,6 +10,7 @@ mod episodes;
 pub mod facts;
 pub mod plan;
 pub mod privilege;
+mod stuck;
 pub mod tracefs;
 
 use anyhow::{Context as _, Result, anyhow, bail};

@@ -43,6 +43,9 @@ pub enum Attach {
     Btf(&'static str),
     /// A classic tracepoint (`perf_event_open`): category, name.
     Classic(&'static str, &'static str),
+    /// A BPF iterator over kernel objects of this kind: loaded, and run by user space when it
+    /// reads (`Probes::threads_in_d`), never attached to an event.
+    Iter(&'static str),
 }
 
 impl std::fmt::Display for Attach {
@@ -51,6 +54,7 @@ impl std::fmt::Display for Attach {
             Self::Raw(name) => write!(f, "raw_tp:{name}"),
             Self::Btf(name) => write!(f, "tp_btf:{name}"),
             Self::Classic(category, name) => write!(f, "{category}:{name}"),
+            Self::Iter(kind) => write!(f, "iter:{kind}"),
         }
     }
 }
@@ -68,6 +72,8 @@ pub enum Part {
     DState,
     /// The wait site of every finished D episode (not only sampled ones).
     WaitSites,
+    /// The wait site of every thread still in D at a tick, from the probes.
+    StuckSites,
     /// Exited processes are forgotten soon after.
     Exits,
     /// Sync system calls: latency and write amplification per call.
@@ -97,6 +103,7 @@ impl Part {
             Self::SchedSplit => "queue time is not split at the scheduler (G2I/I2D)",
             Self::DState => "the D-state pane is off",
             Self::WaitSites => "D episodes show a wait site only when sampled",
+            Self::StuckSites => "threads still in D show a wait site from /proc only (root)",
             Self::Exits => "exited processes are forgotten after 10 idle minutes",
             Self::SyncCalls => "sync calls are not seen (no sync latency, no amplification)",
             Self::LogicalWrites => "bytes asked to be written are not counted",
@@ -144,6 +151,13 @@ impl Step {
         Self {
             attach: Attach::Btf(tracepoint),
             ..Self::raw(program, tracepoint, part)
+        }
+    }
+
+    fn iter(program: &'static str, kind: &'static str, part: Part) -> Self {
+        Self {
+            attach: Attach::Iter(kind),
+            ..Self::raw(program, kind, part)
         }
     }
 

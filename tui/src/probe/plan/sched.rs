@@ -71,17 +71,17 @@ fn raw_dstate(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
         o.task_load_word = bits / 32 * 4;
         o.task_load_bit = bits % 32;
     }
-    // prev_state is the fourth argument from 5.18; before, the task holds it.
+    // The task's own state: the iterator reads it, and the switch where prev_state is no
+    // argument (the fourth from 5.18).
+    let state = k
+        .member("task_struct", "__state")
+        .or_else(|| k.member("task_struct", "state"))
+        .filter(|m| matches!(m.size, 4 | 8))
+        .ok_or("no task_struct.__state or .state of 4 or 8 bytes in the kernel's BTF")?;
+    o.task_state = state.offset();
+    o.task_state_size = state.size;
     if switch.len() >= 4 && switch[3].size == 4 && !switch[3].ty.contains('*') {
         o.switch_state_arg = 3;
-    } else {
-        let state = k
-            .member("task_struct", "__state")
-            .or_else(|| k.member("task_struct", "state"))
-            .filter(|m| matches!(m.size, 4 | 8))
-            .ok_or("no task_struct.__state or .state of 4 or 8 bytes in the kernel's BTF")?;
-        o.task_state = state.offset();
-        o.task_state_size = state.size;
     }
     if let Err(why) = clock(k, &mut o) {
         plan.notes.push(format!(
@@ -100,6 +100,9 @@ fn raw_dstate(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
         Step::raw("dstate_switch_raw", "sched_switch", Part::DState)
             .instead_of("dstate_switch_btf"),
     );
+    // The stacks of threads still in D, once per interval; the BTF-typed switch takes none.
+    plan.steps
+        .push(Step::iter("dstate_stuck", "task", Part::StuckSites).after("dstate_switch_btf"));
     Ok(())
 }
 

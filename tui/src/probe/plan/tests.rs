@@ -169,6 +169,11 @@ fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
         assert_eq!(btf.attach, Attach::Btf("sched_switch"), "{kernel}");
         let plain = step(&plan, "dstate_switch_raw").unwrap();
         assert_eq!(plain.instead_of, Some("dstate_switch_btf"), "{kernel}");
+        // Threads still in D: a task iterator, where the BTF-typed switch (which takes no
+        // stack at the switch out) is attached.
+        let stuck = step(&plan, "dstate_stuck").unwrap();
+        assert_eq!(stuck.attach, Attach::Iter("task"), "{kernel}");
+        assert_eq!(stuck.after, Some("dstate_switch_btf"), "{kernel}");
         assert!(
             !plan.steps.iter().any(|s| matches!(
                 s.attach,
@@ -178,6 +183,7 @@ fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
         );
         let o = plan.globals.dstate;
         assert!(o.task_load_bit < 32, "{kernel}");
+        assert!(o.task_state > 0, "the iterator reads the state: {kernel}");
         // Every kernel here keeps the wakeup's enqueue stamp, on the runqueue clock reached
         // through the task's CFS runqueue (Debian builds with group scheduling).
         assert_eq!(o.clock, CLOCK_RQ_QUEUED, "{kernel}");
@@ -431,7 +437,7 @@ fn the_documented_capabilities_need_no_perf_event_open_where_btf_describes_every
     assert!(
         plan.steps
             .iter()
-            .all(|s| matches!(s.attach, Attach::Raw(_) | Attach::Btf(_)))
+            .all(|s| matches!(s.attach, Attach::Raw(_) | Attach::Btf(_) | Attach::Iter(_)))
     );
     let note = plan
         .notes
