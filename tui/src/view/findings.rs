@@ -202,15 +202,28 @@ pub fn numbers(f: &Finding) -> String {
     let mut out = text.to_string();
     for file in &f.files {
         for joint in [
-            "; files ", "; file ", " on ", " to ", " of ", " in ", " for ",
+            "; files ",
+            "; file ",
+            ", syncing ",
+            " on ",
+            " to ",
+            " of ",
+            " in ",
+            " for ",
         ] {
             out = out.replace(&format!("{joint}{file}"), "");
         }
         out = out.replace(&format!(" ({file})"), "");
         out = out.replace(file.as_str(), "");
     }
+    // A clause that only held the file leaves its punctuation behind: `python3 (pid 1),
+    // syncing FILE, waits behind ...` becomes `, waits behind ...` once both are gone.
     let tidy: Vec<&str> = out.split_whitespace().collect();
-    tidy.join(" ").trim_end_matches([';', ',', ':']).to_string()
+    tidy.join(" ")
+        .replace(" ,", ",")
+        .trim_start_matches([';', ',', ':', ' '])
+        .trim_end_matches([';', ',', ':'])
+        .to_string()
 }
 
 /// One line in `width` columns: severity, kind, who, file, `ended … ago`, numbers. The
@@ -428,6 +441,17 @@ mod tests {
         d.files.clear();
         d.summary = "make (pid 4711, tid 4711) blocked in D for 7.00s, in kernel_clone".into();
         assert_eq!(numbers(&d), "blocked in D for 7.00s, in kernel_clone");
+        // A clause of the file alone leaves no stray comma (noisy_neighbour's summary).
+        let mut n = f.clone();
+        n.comm = "python3".into();
+        n.files = vec!["/db/system.journal".into()];
+        n.summary = "python3 (pid 5416), syncing /db/system.journal, waits behind fio (pid 5501) \
+                     on loop2: sync p50 18ms"
+            .into();
+        assert_eq!(
+            numbers(&n),
+            "waits behind fio (pid 5501) on loop2: sync p50 18ms"
+        );
     }
 
     #[test]
