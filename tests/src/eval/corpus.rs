@@ -4,7 +4,7 @@
 use super::*;
 
 /// The defaults the corpus' entries start from.
-const W: Workload = Workload {
+pub(super) const W: Workload = Workload {
     name: "",
     about: "",
     command: "",

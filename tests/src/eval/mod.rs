@@ -175,6 +175,7 @@ pub fn run(filter: Option<&str>) -> Report {
     let mut cells = Vec::new();
     for w in CORPUS
         .iter()
+        .chain(OUTSIDE)
         .filter(|w| filter.is_none_or(|f| f.split(',').any(|part| w.name.contains(part))))
     {
         for &fs in w.filesystems {
@@ -216,12 +217,14 @@ pub fn run(filter: Option<&str>) -> Report {
 }
 
 mod corpus;
+mod outside;
 mod report;
 mod runner;
 mod scoring;
 mod trace;
 
 pub use corpus::CORPUS;
+pub use outside::OUTSIDE;
 pub use report::{Cell, MAX_FACTOR, Magnitude, Report, Unit};
 use report::{bytes, float};
 use runner::run_one;
