@@ -23,7 +23,8 @@ const BUILD_PACKAGES: &[&str] = &[
 /// mkfs.xfs, fio, mkfs.ext4, losetup and setpriv for the privileged integration tests; tmux
 /// for the live view's; man and systemd-analyze for the package check; the real programs of
 /// the evaluation corpus (tests/corpus: sqlite3, python3, PostgreSQL and pgbench,
-/// redis-server and redis-benchmark, etcd, MariaDB, git, rsync, sysbench, LMDB through python3-lmdb;
+/// redis-server and redis-benchmark, etcd, MariaDB, git, rsync, sysbench, LMDB through python3-lmdb,
+/// zstd;
 /// mkfs.btrfs for its btrfs runs;
 /// strace and filefrag, from e2fsprogs, are its oracles); chromium renders the HTML report
 /// in the report's; bpftrace is the peer the btt test checks its scheduler split against
@@ -50,6 +51,7 @@ const TEST_PACKAGES: &[&str] = &[
     "rsync",
     "sysbench",
     "python3-lmdb",
+    "zstd",
     "strace",
     "chromium",
 ];
