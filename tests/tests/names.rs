@@ -169,7 +169,18 @@ fn hostile_names_leave_no_raw_control_byte_in_any_text_output() {
     assert!(check.status.success());
     assert_clean("check", &check.stdout);
 
-    // Error messages that quote a path.
+    errors_show_the_paths_they_quote();
+    the_live_view_and_its_capture_show_the_name(&dir);
+
+    // SAFETY: kill and reap our own child.
+    unsafe {
+        libc::kill(writer, libc::SIGKILL);
+        libc::waitpid(writer, std::ptr::null_mut(), 0);
+    }
+}
+
+/// Error messages that quote a path show it as names are shown, on one line.
+fn errors_show_the_paths_they_quote() {
     let hostile_path = PathBuf::from(OsStr::from_bytes(b"/nonexistent/\x1b]2;PWNED\x07\xff"));
     for args in [
         vec![
@@ -198,8 +209,10 @@ fn hostile_names_leave_no_raw_control_byte_in_any_text_output() {
         assert!(stderr.contains("\\x1b]2;PWNED\\x07\\xff"), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
     }
+}
 
-    // The live view and its `w` capture; the terminal's title stays its own.
+/// The live view and its `w` capture; the terminal's title stays its own.
+fn the_live_view_and_its_capture_show_the_name(dir: &std::path::Path) {
     let capture_dir = dir.join("captures");
     std::fs::create_dir_all(&capture_dir).unwrap();
     let tmux = Tmux::start_sized(
@@ -237,10 +250,4 @@ fn hostile_names_leave_no_raw_control_byte_in_any_text_output() {
         captured += 1;
     }
     assert_eq!(captured, 2, "the .txt and the .md");
-
-    // SAFETY: kill and reap our own child.
-    unsafe {
-        libc::kill(writer, libc::SIGKILL);
-        libc::waitpid(writer, std::ptr::null_mut(), 0);
-    }
 }

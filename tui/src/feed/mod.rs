@@ -342,20 +342,7 @@ impl LiveFeed {
         control::forget(&mut self.dstate_time, exited.iter().copied());
         self.dtime.forget(exited.iter().copied());
         control::forget(&mut self.dirty_pauses, exited.iter().copied());
-        if let Some(threads) = self.probes.threads_in_d() {
-            match threads {
-                Ok(threads) => self.stacks.set_stuck(threads.into_iter().map(|t| {
-                    let frames = usize::try_from(t.stack_bytes).unwrap_or(0) / 8;
-                    (t.tid, t.ips[..frames.min(t.ips.len())].to_vec())
-                })),
-                Err(e) => {
-                    let note = format!("{}: {e:#}", crate::probe::plan::Part::StuckSites.loss());
-                    if !self.report.degraded.contains(&note) {
-                        self.report.degraded.push(note);
-                    }
-                }
-            }
-        }
+        self.read_stuck_stacks();
         let dstate_now = self.dstate_now(now_ns);
         let names = block_device_names();
         let geometry = self.block_sizes.geometry(&names);
@@ -394,6 +381,25 @@ impl LiveFeed {
 }
 
 impl LiveFeed {
+    /// The stacks of the threads still in D, from the task iterator once per interval; a
+    /// failure degrades the wait sites of stuck threads, said once.
+    fn read_stuck_stacks(&mut self) {
+        if let Some(threads) = self.probes.threads_in_d() {
+            match threads {
+                Ok(threads) => self.stacks.set_stuck(threads.into_iter().map(|t| {
+                    let frames = usize::try_from(t.stack_bytes).unwrap_or(0) / 8;
+                    (t.tid, t.ips[..frames.min(t.ips.len())].to_vec())
+                })),
+                Err(e) => {
+                    let note = format!("{}: {e:#}", crate::probe::plan::Part::StuckSites.loss());
+                    if !self.report.degraded.contains(&note) {
+                        self.report.degraded.push(note);
+                    }
+                }
+            }
+        }
+    }
+
     /// The cgroups requests were issued for since the last sample, named.
     fn take_cgroups(&mut self, now_ns: u64) -> Vec<CgroupInfo> {
         let seen = std::mem::take(&mut self.cgroups_seen);
