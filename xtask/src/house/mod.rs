@@ -96,19 +96,7 @@ pub fn house() -> Result<()> {
     );
     print!("{}", model.describe("the model (its rooms)"));
     if model_is_a_crate {
-        let manifest = root.join("model/Cargo.toml");
-        let text = fs::read_to_string(&manifest)
-            .with_context(|| format!("read {}", manifest.display()))?;
-        let impure = impure_dependencies(&text);
-        if !impure.is_empty() {
-            bail!(
-                "the model depends on {} ({}): it may depend only on {}",
-                impure.join(", "),
-                manifest.display(),
-                PURE.join(", ")
-            );
-        }
-        println!("the model's dependencies: pure ({})", PURE.join(", "));
+        crates_keep_to_their_dependencies(&root)?;
     }
     let floors = binary.floors().max(model.floors());
     let back = binary.back_arrows().len() + model.back_arrows().len();
@@ -129,30 +117,149 @@ pub fn house() -> Result<()> {
 /// brings aya) and pure libraries. No aya, tokio, ratatui, crossterm, libc or file system.
 const PURE: &[&str] = &["iotop-bpf-common", "serde", "foldhash"];
 
-/// The dependencies of a manifest (not its dev-dependencies) that are not [`PURE`], or that
-/// turn on the wire types' `user` feature.
-fn impure_dependencies(manifest: &str) -> Vec<String> {
+/// Every crate of the workspace (its folder) and what it may depend on at run time (its
+/// `[dependencies]`, not its dev- or build-dependencies), as ARCHITECTURE.md's table of
+/// crates says: a new crate, or a new dependency of one, is a decision made in both places.
+/// aya stays in the binary (and `common`'s optional `user` feature, which only the binary
+/// turns on).
+const CRATES: &[(&str, &[&str])] = &[
+    ("common", &["aya", "bytemuck"]),
+    ("ebpf", &["iotop-bpf-common", "aya-ebpf"]),
+    ("model", PURE),
+    (
+        "tui",
+        &[
+            "iotop-bpf-common",
+            "iotop-bpf-model",
+            "iotop-bpf-loopfs",
+            "aya",
+            "anyhow",
+            "thiserror",
+            "bytemuck",
+            "clap",
+            "crossterm",
+            "futures",
+            "libc",
+            "ratatui",
+            "serde",
+            "serde_json",
+            "tokio",
+            "zstd",
+            "postcard",
+            "prometheus-client",
+            "hyper",
+            "hyper-util",
+            "http-body-util",
+            "bytes",
+            "foldhash",
+            "clap_mangen",
+            "clap_complete",
+            "unicode-width",
+        ],
+    ),
+    ("loopfs", &[]),
+    ("tests", &["iotop-bpf-loopfs", "serde_json", "libc"]),
+    ("xtask", &["anyhow", "clap", "iotop-bpf-loopfs", "libc"]),
+];
+
+/// The workspace's members are [`CRATES`], and each depends only on what its row allows (the
+/// model not on the wire types' `user` feature either).
+fn crates_keep_to_their_dependencies(root: &std::path::Path) -> Result<()> {
+    let workspace = fs::read_to_string(root.join("Cargo.toml")).context("read Cargo.toml")?;
+    let mut members = workspace_members(&workspace);
+    members.sort_unstable();
+    let mut listed: Vec<&str> = CRATES.iter().map(|(dir, _)| *dir).collect();
+    listed.sort_unstable();
+    if members != listed {
+        bail!(
+            "the workspace's members are {members:?}, the house's table of crates lists \
+             {listed:?}: add the crate to `CRATES` (xtask/src/house/mod.rs) and to \
+             ARCHITECTURE.md's table, with what it may depend on"
+        );
+    }
+    for (dir, allowed) in CRATES {
+        let manifest = root.join(dir).join("Cargo.toml");
+        let text = fs::read_to_string(&manifest)
+            .with_context(|| format!("read {}", manifest.display()))?;
+        let mut outside = dependencies_outside(&text, allowed);
+        if *dir == "model" && model_turns_on_user(&text) {
+            outside.push("iotop-bpf-common with its `user` feature (aya)".into());
+        }
+        if !outside.is_empty() {
+            bail!(
+                "{dir} depends on {} ({}): it may depend only on {}",
+                outside.join(", "),
+                manifest.display(),
+                if allowed.is_empty() {
+                    "std".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            );
+        }
+    }
+    println!(
+        "the crates' dependencies: as listed ({} crates; the model's pure: {})",
+        CRATES.len(),
+        PURE.join(", ")
+    );
+    Ok(())
+}
+
+/// The `members = [...]` of the workspace manifest.
+fn workspace_members(manifest: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("members"))
+        .and_then(|rest| rest.split_once('[').map(|(_, list)| list))
+        .and_then(|list| list.split_once(']').map(|(list, _)| list))
+        .map(|list| {
+            list.split(',')
+                .map(|m| m.trim().trim_matches('"').to_string())
+                .filter(|m| !m.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The run-time dependencies of a manifest (`[dependencies]` and target-specific ones) that
+/// are not in `allowed`.
+fn dependencies_outside(manifest: &str, allowed: &[&str]) -> Vec<String> {
+    runtime_dependencies(manifest)
+        .filter(|(name, _)| !allowed.contains(name))
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// Whether a manifest turns on the wire types' `user` feature (which brings aya).
+fn model_turns_on_user(manifest: &str) -> bool {
+    runtime_dependencies(manifest).any(|(_, spec)| spec.contains("\"user\""))
+}
+
+/// (name, spec) of each run-time dependency line.
+fn runtime_dependencies(manifest: &str) -> impl Iterator<Item = (&str, &str)> {
     let mut section = "";
-    let mut impure = Vec::new();
-    for line in manifest.lines().map(str::trim) {
+    manifest.lines().map(str::trim).filter_map(move |line| {
         if line.starts_with('[') {
             section = line;
-            continue;
+            return None;
         }
         let runtime = section == "[dependencies]"
             || (section.starts_with("[target.") && section.ends_with(".dependencies]"));
-        let Some((name, spec)) = line.split_once('=') else {
-            continue;
-        };
+        let (name, spec) = line.split_once('=')?;
         let name = name.trim();
-        if !runtime || name.starts_with('#') {
-            continue;
-        }
-        if !PURE.contains(&name) || spec.contains("\"user\"") {
-            impure.push(name.to_string());
-        }
-    }
-    impure
+        (runtime && !name.starts_with('#')).then_some((name, spec))
+    })
+}
+
+/// The model's dependencies that are not [`PURE`], or that turn on the wire types' `user`
+/// feature.
+#[cfg(test)]
+fn impure_dependencies(manifest: &str) -> Vec<String> {
+    runtime_dependencies(manifest)
+        .filter(|(name, spec)| !PURE.contains(name) || spec.contains("\"user\""))
+        .map(|(name, _)| name.to_string())
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,12 +3,14 @@
 use std::{collections::HashMap, path::PathBuf};
 
 use super::{
+    CRATES, crates_keep_to_their_dependencies, dependencies_outside,
     drawing::Drawing,
     impure_dependencies,
     lex::{Tok, lex},
     scan::{Named, Start, parse_tree, scan},
     sizes::{file_exception, fn_exception, fn_spans},
     tree::Tree,
+    workspace_members,
 };
 
 fn words(src: &str) -> Vec<String> {
@@ -244,6 +246,28 @@ fn floors_back_arrows_and_circles() {
     assert!(clean.back_arrows().is_empty());
     assert!(clean.circles().is_empty());
     assert_eq!(clean.floors(), 3);
+}
+
+#[test]
+fn the_house_lists_every_member_of_the_workspace() {
+    let workspace = "[workspace]\nresolver = \"3\"\nmembers = [\"common\", \"model\", \"tui\"]\n";
+    assert_eq!(workspace_members(workspace), ["common", "model", "tui"]);
+    // This repository's own: every member has its row.
+    let root = crate::util::root_dir();
+    crates_keep_to_their_dependencies(&root).unwrap();
+    let mut listed: Vec<&str> = CRATES.iter().map(|(d, _)| *d).collect();
+    listed.sort_unstable();
+    let mut members = workspace_members(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap());
+    members.sort_unstable();
+    assert_eq!(members, listed);
+}
+
+#[test]
+fn a_dependency_outside_a_crates_row_is_named() {
+    let manifest =
+        "[dependencies]\nanyhow = \"1\"\ntokio = \"1\"\n[dev-dependencies]\ninsta = \"1\"\n";
+    assert_eq!(dependencies_outside(manifest, &["anyhow"]), ["tokio"]);
+    assert!(dependencies_outside(manifest, &["anyhow", "tokio"]).is_empty());
 }
 
 #[test]
