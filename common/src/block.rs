@@ -1,9 +1,9 @@
 //! Block-I/O request records: one per completed request.
 
-use crate::{
-    abi::{COMM_LEN, RecordHeader},
-    rwbs::RWBS_READ_LEN,
-};
+use crate::abi::{COMM_LEN, RecordHeader};
+
+/// How many bytes of `rwbs` the probes read (the smallest `RWBS_LEN` any kernel used).
+pub const RWBS_READ_LEN: usize = 8;
 
 /// `op` values: the request's operation, from the first letters of `rwbs`.
 pub const OP_READ: u8 = 0;

@@ -5,13 +5,11 @@
 //! `F` FUA, `A` readahead, `S` sync, `M` meta; `NUL`-terminated. The field is 8, 9 or 10
 //! bytes depending on the kernel; every version fits the first [`RWBS_READ_LEN`] bytes.
 
+pub use crate::block::RWBS_READ_LEN;
 use crate::block::{
     FLAG_FUA, FLAG_META, FLAG_PREFLUSH, FLAG_READAHEAD, FLAG_SYNC, OP_DISCARD, OP_FLUSH, OP_OTHER,
     OP_READ, OP_WRITE,
 };
-
-/// How many bytes of `rwbs` the probes read (the smallest `RWBS_LEN` any kernel used).
-pub const RWBS_READ_LEN: usize = 8;
 
 /// The operation alone: what the probes need for the per-disk counters. Kept to a handful of
 /// branches, since the verifier walks every path; user space decodes the flags with

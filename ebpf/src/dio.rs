@@ -18,8 +18,7 @@ use aya_ebpf::{
 use iotop_bpf_common::{
     COMM_LEN, RECORD_DIO, RecordHeader,
     dio::{
-        DioOffsets, DioRecord, IOMAP_DIRECT, IOMAP_OVERWRITE_ONLY, IOMAP_WRITE, KI_DIRECT,
-        KI_WRITE, RawDioOffsets,
+        DioOffsets, DioRecord, IOMAP_DIRECT, IOMAP_OVERWRITE_ONLY, IOMAP_WRITE, KI_DIRECT, KI_WRITE,
     },
     maps::COUNTER_RING_DROPPED,
     sync::FILE_NAME_LEN,
@@ -29,24 +28,16 @@ use crate::{
     block::{EVENTS, bump, submit},
     fields::Window,
     file::{self, read},
+    kiocb::RAW_DIO_OFFSETS,
     throttle,
 };
 
 #[unsafe(no_mangle)]
 static DIO_OFFSETS: Global<DioOffsets> = Global::new(DioOffsets::ABSENT);
 
-#[unsafe(no_mangle)]
-static RAW_DIO_OFFSETS: Global<RawDioOffsets> = Global::new(RawDioOffsets::ZERO);
-
 /// One power of two: the alignment below which calls are streamed.
 #[map]
 static DIO_STREAM_ALIGN: Array<u64> = Array::with_max_entries(1, 0);
-
-/// The `struct file *` of a kiocb.
-#[inline(always)]
-pub fn iocb_file(iocb: u64) -> Result<u64, ()> {
-    read::<u64>(iocb, RAW_DIO_OFFSETS.load().iocb_filp)
-}
 
 /// Whether a call at `pos` of `count` bytes is aligned to what every filesystem and device
 /// in use works in (then it is not streamed).

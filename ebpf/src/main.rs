@@ -22,6 +22,7 @@ mod exit;
 mod fields;
 mod file;
 mod inflight;
+mod kiocb;
 mod raw;
 mod sched;
 mod sync;

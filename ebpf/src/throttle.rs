@@ -29,7 +29,8 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    dio, file,
+    file,
+    kiocb::iocb_file,
     raw::{arg, layout},
 };
 
@@ -140,7 +141,7 @@ pub fn raw_dio_complete(ctx: RawTracePointContext) -> i32 {
     if latency_ns > CALL_STALE_NS {
         return 0;
     }
-    let Ok(fs_dev) = dio::iocb_file(iocb).and_then(file::fs_dev_of) else {
+    let Ok(fs_dev) = iocb_file(iocb).and_then(file::fs_dev_of) else {
         return 0;
     };
     let key = CallKey { tgid, fs_dev };
