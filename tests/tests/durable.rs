@@ -445,11 +445,13 @@ fn check_lists_how_each_sync_source_is_traced() {
         assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
     }
     assert!(!out.contains("not covered: io_uring"), "{out}");
-    // Every probe on a raw tracepoint (or a BTF-typed one): nothing needs perf_event_open.
+    // Every probe on a raw tracepoint, a BTF-typed one or the task iterator: nothing needs
+    // perf_event_open.
     assert!(
         !out.lines().any(|l| l.starts_with("attached: ")
             && !l.starts_with("attached: raw_tp:")
-            && !l.starts_with("attached: tp_btf:")),
+            && !l.starts_with("attached: tp_btf:")
+            && !l.starts_with("attached: iter:")),
         "{out}"
     );
 }
