@@ -19,7 +19,8 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{COUNTERS, Completion, bump},
+    emit::{COUNTERS, bump},
+    inflight::Completion,
     sync::any_sync_active,
     verifier::index,
 };

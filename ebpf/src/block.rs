@@ -2,22 +2,22 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated},
     macros::{map, tracepoint},
-    maps::{PerCpuArray, PerCpuHashMap, RingBuf, ring_buf::RingBufEntry},
+    maps::{PerCpuArray, PerCpuHashMap},
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
-    COMM_LEN, RECORD_BLOCK_IO, RecordHeader,
+    COMM_LEN, RECORD_BLOCK_IO,
     block::{
         BlockIoRecord, FLAG_IN_SYNC, FLAG_INSERTED, FLAG_READAHEAD, InFlightKey, OP_COUNT,
         ORIGIN_ISSUE, ORIGIN_START,
     },
     hist::{SLOTS, compress_ns, expand_ns, log2_slot},
     maps::{
-        COUNTER_COMPLETE_WITHOUT_START, COUNTER_COUNT, COUNTER_ISSUE_WITHOUT_START,
-        COUNTER_READ_FAILED, COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, DiskAggregate,
+        COUNTER_COMPLETE_WITHOUT_START, COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED,
+        DiskAggregate,
     },
     rwbs::{self, RWBS_READ_LEN},
     tracepoint::FieldOffsets,
@@ -25,20 +25,14 @@ use iotop_bpf_common::{
 
 use crate::{
     blame::Blame,
+    emit::{self, bump, submit},
     fields::{
         COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, Window,
     },
-    inflight,
+    inflight::{self, Completion},
     sync::{SYNCS_IN_FLIGHT, any_sync_active},
     verifier::index,
 };
-
-/// 4 MiB: ~32k records of 120 (+8 header) bytes, ~100 ms of headroom at 330k requests per
-/// second, with the reader woken at a quarter full and draining every 50 ms anyway. User
-/// space maps it twice over (the data pages wrap around), so it is 8 MiB of the tool's RSS;
-/// 16 MiB cost 32 MiB. The loader may resize it.
-#[map]
-pub static EVENTS: RingBuf = RingBuf::with_byte_size(4 << 20, 0);
 
 #[map]
 static DISK_AGGREGATES: PerCpuHashMap<u32, DiskAggregate> =
@@ -48,31 +42,10 @@ static DISK_AGGREGATES: PerCpuHashMap<u32, DiskAggregate> =
 #[map]
 static ZERO_AGGREGATE: PerCpuArray<DiskAggregate> = PerCpuArray::with_max_entries(1, 0);
 
-#[map]
-pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_COUNT, 0);
-
 /// `ORIGIN_START` when the start probe sits on `block_io_start`, `ORIGIN_INSERT` on
 /// `block_rq_insert`.
 #[unsafe(no_mangle)]
 static START_ORIGIN: Global<u8> = Global::new(ORIGIN_START);
-
-/// Unread ring bytes above which a submit wakes the reader. Below it records are submitted
-/// without a wakeup and the reader drains on its own timer: one wakeup per batch, not per I/O.
-#[unsafe(no_mangle)]
-static WAKEUP_BYTES: Global<u64> = Global::new(1 << 20);
-
-/// Submits a reserved record, counted, waking the reader only when a batch is pending (not
-/// per record).
-#[inline(always)]
-pub fn submit<T>(record: RingBufEntry<T>) {
-    let wake = if EVENTS.query(u64::from(BPF_RB_AVAIL_DATA)) >= WAKEUP_BYTES.load() {
-        BPF_RB_FORCE_WAKEUP
-    } else {
-        BPF_RB_NO_WAKEUP
-    };
-    record.submit(u64::from(wake));
-    bump(COUNTER_RING_SUBMITTED);
-}
 
 /// Adds `delta` to this CPU's slot of `key` in a per-CPU hash of sums, creating the key if
 /// absent. Created only if still absent: another CPU may have created it since the lookup,
@@ -98,14 +71,6 @@ macro_rules! add_per_cpu {
     }};
 }
 pub(crate) use add_per_cpu;
-
-#[inline(always)]
-pub fn bump(counter: u32) {
-    if let Some(slot) = COUNTERS.get_ptr_mut(counter) {
-        // SAFETY: per-CPU slot; tracing programs do not nest on one CPU.
-        unsafe { *slot += 1 };
-    }
-}
 
 #[inline(always)]
 fn key(record: &Window, offsets: &FieldOffsets) -> Result<InFlightKey, ()> {
@@ -306,21 +271,6 @@ pub fn unpaired(done: u32) {
     }
 }
 
-/// What a completion tracepoint says about the request.
-pub struct Completion {
-    pub dev: u32,
-    pub sector: u64,
-    /// 0 when the tracepoint does not say (then the whole request completed).
-    pub done_bytes: u32,
-    pub error: i32,
-    pub op: u8,
-    /// `FLAG_*` bits known here (the raw probes decode them from `cmd_flags`).
-    pub flags: u8,
-    pub rwbs: [u8; RWBS_READ_LEN],
-    /// Whom it is blamed on (raw tracepoints only: the classic ones do not give the request).
-    pub blame: Blame,
-}
-
 /// Completes the request in `slot`: per-disk aggregates and one record. A partial completion
 /// (the driver completed the request in pieces) keeps the rest in flight under `rest_key`.
 #[inline(always)]
@@ -372,16 +322,11 @@ pub fn finish(slot: inflight::Slot, c: &Completion, rest_key: &InFlightKey, now:
         return;
     }
 
-    let Some(mut record) = EVENTS.reserve::<BlockIoRecord>(0) else {
-        bump(COUNTER_RING_DROPPED);
+    let Some(mut record) = emit::reserve::<BlockIoRecord>() else {
         return;
     };
     let written = record.write(BlockIoRecord {
-        header: RecordHeader {
-            kind: RECORD_BLOCK_IO,
-            size: core::mem::size_of::<BlockIoRecord>() as u16,
-            _reserved: 0,
-        },
+        header: emit::header::<BlockIoRecord>(RECORD_BLOCK_IO),
         created_ns: started.created_ns,
         issued_ns: issued,
         completed_ns: now,

@@ -16,16 +16,15 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
-    COMM_LEN, RECORD_DIO, RecordHeader,
+    COMM_LEN, RECORD_DIO,
     dio::{
         DioOffsets, DioRecord, IOMAP_DIRECT, IOMAP_OVERWRITE_ONLY, IOMAP_WRITE, KI_DIRECT, KI_WRITE,
     },
-    maps::COUNTER_RING_DROPPED,
     sync::FILE_NAME_LEN,
 };
 
 use crate::{
-    block::{EVENTS, bump, submit},
+    emit::{self, submit},
     fields::Window,
     file::{self, read},
     kiocb::RAW_DIO_OFFSETS,
@@ -66,17 +65,12 @@ struct Call {
 
 #[inline(always)]
 fn emit(call: &Call) {
-    let Some(mut slot) = EVENTS.reserve::<DioRecord>(0) else {
-        bump(COUNTER_RING_DROPPED);
+    let Some(mut slot) = emit::reserve::<DioRecord>() else {
         return;
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     slot.write(DioRecord {
-        header: RecordHeader {
-            kind: RECORD_DIO,
-            size: core::mem::size_of::<DioRecord>() as u16,
-            _reserved: 0,
-        },
+        header: emit::header::<DioRecord>(RECORD_DIO),
         ts_ns: unsafe { bpf_ktime_get_ns() },
         ino: call.ino,
         isize: call.isize,

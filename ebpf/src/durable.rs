@@ -84,12 +84,8 @@ fn uring_sync_seen() {
     }
     // Wake the reader at once: the syncs that complete before it attaches their ends are
     // lost, so every millisecond counts.
-    if let Some(mut record) = crate::block::EVENTS.reserve::<RecordHeader>(0) {
-        record.write(RecordHeader {
-            kind: RECORD_WAKEUP,
-            size: core::mem::size_of::<RecordHeader>() as u16,
-            _reserved: 0,
-        });
+    if let Some(mut record) = crate::emit::EVENTS.reserve::<RecordHeader>(0) {
+        record.write(crate::emit::header::<RecordHeader>(RECORD_WAKEUP));
         record.submit(u64::from(BPF_RB_FORCE_WAKEUP));
     }
 }

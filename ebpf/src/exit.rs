@@ -9,14 +9,13 @@ use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext},
 };
 use iotop_bpf_common::{
-    RECORD_EXIT, RecordHeader,
-    maps::COUNTER_RING_DROPPED,
+    RECORD_EXIT,
     process::{ExitOffsets, ExitRecord},
     tracepoint::ABSENT,
 };
 
 use crate::{
-    block::{EVENTS, bump, submit},
+    emit::{self, submit},
     fields::Window,
     file,
     raw::{arg, layout},
@@ -76,16 +75,11 @@ pub fn raw_process_exit(ctx: RawTracePointContext) -> i32 {
 /// One exit record for process `tgid`.
 #[inline(always)]
 fn exited(tgid: u32) {
-    let Some(mut slot) = EVENTS.reserve::<ExitRecord>(0) else {
-        bump(COUNTER_RING_DROPPED);
+    let Some(mut slot) = emit::reserve::<ExitRecord>() else {
         return;
     };
     slot.write(ExitRecord {
-        header: RecordHeader {
-            kind: RECORD_EXIT,
-            size: core::mem::size_of::<ExitRecord>() as u16,
-            _reserved: 0,
-        },
+        header: emit::header::<ExitRecord>(RECORD_EXIT),
         ts_ns: unsafe { bpf_ktime_get_ns() },
         tgid,
         _pad: 0,

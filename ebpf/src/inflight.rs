@@ -21,7 +21,24 @@ use iotop_bpf_common::{
     maps::COUNTER_IN_FLIGHT_EVICTED,
 };
 
-use crate::block::bump;
+use iotop_bpf_common::rwbs::RWBS_READ_LEN;
+
+use crate::{blame::Blame, emit::bump};
+
+/// What a completion tracepoint says about the request.
+pub struct Completion {
+    pub dev: u32,
+    pub sector: u64,
+    /// 0 when the tracepoint does not say (then the whole request completed).
+    pub done_bytes: u32,
+    pub error: i32,
+    pub op: u8,
+    /// `FLAG_*` bits known here (the raw probes decode them from `cmd_flags`).
+    pub flags: u8,
+    pub rwbs: [u8; RWBS_READ_LEN],
+    /// Whom it is blamed on (raw tracepoints only: the classic ones do not give the request).
+    pub blame: Blame,
+}
 
 #[map]
 static IN_FLIGHT: Array<InFlightSet> = Array::with_max_entries(IN_FLIGHT_SETS, BPF_F_MMAPABLE);

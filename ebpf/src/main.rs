@@ -18,6 +18,7 @@ mod blame;
 mod block;
 mod dio;
 mod durable;
+mod emit;
 mod exit;
 mod fields;
 mod file;

@@ -27,8 +27,10 @@ use iotop_bpf_common::{
 
 use crate::{
     blame,
-    block::{Completion, bump, created_by_current_task, finish, inserted, issued, unpaired},
+    block::{created_by_current_task, finish, inserted, issued, unpaired},
+    emit::bump,
     inflight,
+    inflight::Completion,
 };
 
 #[unsafe(no_mangle)]

@@ -22,12 +22,12 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iotop_bpf_common::{
-    COMM_LEN, RECORD_DSTATE, RecordHeader,
+    COMM_LEN, RECORD_DSTATE,
     dstate::{
         CLOCK_KTIME, CLOCK_RQ, DStateOffsets, DStateRecord, Episode, EpisodeEnd, STACK_NOT_SAMPLED,
         episode_end, is_dstate,
     },
-    maps::{COUNTER_DSTATE_STALE, COUNTER_DSTATE_UNQUEUED, COUNTER_RING_DROPPED},
+    maps::{COUNTER_DSTATE_STALE, COUNTER_DSTATE_UNQUEUED},
     raw::{FAULT_REJECT_DSTATE, FAULT_REJECT_WAIT_SITES},
     tracepoint::ABSENT,
 };
@@ -36,7 +36,7 @@ use self::{
     stacks::{NoWakeupStack, SleeperStack, WakeupStack, sampled_stack},
     table::Episodes,
 };
-use crate::block::{EVENTS, bump, submit};
+use crate::emit::{self, bump, submit};
 
 /// Set by the loader (a plain static, not a `Global`: a probe reads the fields it needs, not
 /// a copy of the whole).
@@ -285,19 +285,14 @@ pub(super) fn streamed(episode: &Episode, end_ns: u64, stack: impl WakeupStack) 
     if end_ns - episode.start_ns < DSTATE_RECORD_MIN_NS.load() {
         return;
     }
-    let Some(mut slot) = EVENTS.reserve::<DStateRecord>(0) else {
-        bump(COUNTER_RING_DROPPED);
+    let Some(mut slot) = emit::reserve::<DStateRecord>() else {
         return;
     };
     let record = slot.as_mut_ptr();
     // SAFETY: reserved ring memory for one record, written field by field (the 192 bytes
     // of frames never pass through the 512-byte BPF stack).
     unsafe {
-        (*record).header = RecordHeader {
-            kind: RECORD_DSTATE,
-            size: core::mem::size_of::<DStateRecord>() as u16,
-            _reserved: 0,
-        };
+        (*record).header = emit::header::<DStateRecord>(RECORD_DSTATE);
         (*record).end_ns = end_ns;
         (*record).episode = *episode;
         (*record)._pad = 0;

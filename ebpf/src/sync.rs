@@ -17,7 +17,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
-    COMM_LEN, RECORD_SYNC_CALL, RecordHeader,
+    COMM_LEN, RECORD_SYNC_CALL,
     maps::LogicalWrites,
     sync::{
         FileWindow, IOVEC_CHUNK, MAX_IOVECS, MS_SYNC, SYNC_FDATASYNC, SYNC_FILE_RANGE,
@@ -27,7 +27,7 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    block::{EVENTS, bump, submit},
+    emit::{self, submit},
     fields::Window,
     file::{self, FileIdentity},
 };
@@ -309,16 +309,11 @@ pub fn emit(
     comm: [u8; COMM_LEN],
 ) {
     let now = unsafe { bpf_ktime_get_ns() };
-    let Some(mut slot) = EVENTS.reserve::<SyncCallRecord>(0) else {
-        bump(iotop_bpf_common::maps::COUNTER_RING_DROPPED);
+    let Some(mut slot) = emit::reserve::<SyncCallRecord>() else {
         return;
     };
     slot.write(SyncCallRecord {
-        header: RecordHeader {
-            kind: RECORD_SYNC_CALL,
-            size: core::mem::size_of::<SyncCallRecord>() as u16,
-            _reserved: 0,
-        },
+        header: emit::header::<SyncCallRecord>(RECORD_SYNC_CALL),
         start_ns: call.start_ns,
         end_ns: now,
         ret: call.ret,

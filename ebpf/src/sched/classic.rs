@@ -22,10 +22,7 @@ use super::{
     streamed,
     table::{DSTATE_TIME, Episodes},
 };
-use crate::{
-    block::{add_per_cpu, bump},
-    fields::Window,
-};
+use crate::{block::add_per_cpu, emit::bump, fields::Window};
 
 #[unsafe(no_mangle)]
 static SCHED_OFFSETS: Global<SchedOffsets> = Global::new(SchedOffsets::ABSENT);

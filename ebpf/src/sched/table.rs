@@ -16,7 +16,7 @@ use iotop_bpf_common::{
     maps::COUNTER_DSTATE_STALE,
 };
 
-use crate::block::{add_per_cpu, bump};
+use crate::{block::add_per_cpu, emit::bump};
 
 /// Mmapable so that the kernel page-aligns it (each line of a set on a cache line) and user
 /// space reads it in place.

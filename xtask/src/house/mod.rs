@@ -118,10 +118,11 @@ pub fn house() -> Result<()> {
 
 /// The kernel side's debt: its circles. There were 6 when it was first drawn, 3 once the
 /// D-state table had a file of its own; a kiocb's layout below `dio` and `throttle` and the
-/// `rwbs` length beside the record that holds it took 2 more. The one left is the request's
-/// path (`block` with `aggregate`, `inflight` and `sync`), which the probe redesign rewrites.
-/// It may only go down.
-const KERNEL_CIRCLES: usize = 1;
+/// `rwbs` length beside the record that holds it took 2 more. The last, the request's path
+/// (`block` with `aggregate`, `inflight` and `sync`), went when the ring's records got a
+/// module of their own (`emit`) and a completion's description moved beside the in-flight
+/// table it completes. None may come back.
+const KERNEL_CIRCLES: usize = 0;
 
 /// The eBPF crate's and the wire types' drawings.
 struct KernelSide {
