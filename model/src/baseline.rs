@@ -82,20 +82,40 @@ pub fn seen(proc: &ProcRow) -> Option<Seen> {
 }
 
 /// The device time each process spent on `dev`, and the disk's in all. Kernel threads are
-/// left out: a journal thread writes for the syncing processes themselves (its writes are
-/// charged to their calls), and a flusher's write-back is its dirtiers' (not yet split by
-/// dirtier here: a buffered bulk writer is not named through its flusher).
+/// left out as themselves: a journal thread writes for the syncing processes (its writes are
+/// charged to their calls), and a flusher's write-back is its dirtiers'. A flusher's device
+/// time on `dev` is split among the processes whose pages it wrote back, by the bytes it wrote
+/// for each: a buffered bulk writer holds the disk through its flusher, and is named as the
+/// one who does. (The split is by its bytes on every disk: a flusher that wrote for two
+/// processes on two disks in one interval gives each a share of both.) A dirtier that
+/// has gone, or whom the probes could not name, holds nobody's share.
 pub fn busy_on(procs: &[ProcRow], dev: Dev) -> (Vec<(&ProcRow, u64)>, u64) {
-    let by: Vec<(&ProcRow, u64)> = procs
+    let device_ns = |p: &ProcRow| {
+        p.devices
+            .iter()
+            .find(|d| d.dev == dev)
+            .map_or(0, |d| d.device_ns)
+    };
+    let mut by: Vec<(&ProcRow, u64)> = procs
         .iter()
         .filter(|p| !p.kernel_thread)
-        .filter_map(|p| {
-            p.devices
-                .iter()
-                .find(|d| d.dev == dev && d.device_ns > 0)
-                .map(|d| (p, d.device_ns))
-        })
+        .map(|p| (p, device_ns(p)))
         .collect();
+    for flusher in procs.iter().filter(|p| p.kernel_thread) {
+        let f = &flusher.interval;
+        let ns = device_ns(flusher);
+        let written = f.write_bytes.max(f.wrote_back_bytes);
+        if ns == 0 || written == 0 {
+            continue;
+        }
+        for party in &f.wrote_back_for {
+            let share = u128::from(ns) * u128::from(party.bytes.min(written)) / u128::from(written);
+            if let Some((_, busy)) = by.iter_mut().find(|(p, _)| p.tgid == party.tgid) {
+                *busy += u64::try_from(share).unwrap_or(u64::MAX);
+            }
+        }
+    }
+    by.retain(|(_, ns)| *ns > 0);
     let total = by.iter().map(|(_, ns)| ns).sum();
     (by, total)
 }
@@ -111,6 +131,21 @@ pub struct Baseline {
     pub intervals: u32,
 }
 
+impl Baseline {
+    /// The median of a process's calm samples.
+    fn of(tgid: u32, dev: Dev, measure: Measure, samples: &VecDeque<(u64, u64)>) -> Self {
+        let mut p50s: Vec<u64> = samples.iter().map(|&(_, p50)| p50).collect();
+        p50s.sort_unstable();
+        Self {
+            tgid,
+            dev,
+            measure,
+            p50_ns: p50s[p50s.len() / 2],
+            intervals: u32::try_from(p50s.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Baselines {
     calm: FastMap<(u32, Dev, Measure), VecDeque<(u64, u64)>>,
@@ -118,24 +153,33 @@ pub(crate) struct Baselines {
 
 impl Baselines {
     /// The baselines of the processes seen now (from calm intervals before this one); then
-    /// this interval joins theirs where it was calm.
+    /// this interval joins theirs where it was calm. A process present but not seen (too few
+    /// calls or requests finished: idle, or stalled in one) gets its baselines too: a call
+    /// stalled behind a neighbour is the worst of waits, and it finishes nothing.
     pub(crate) fn observe(&mut self, procs: &[ProcRow], now_ns: u64) -> Vec<Baseline> {
         let horizon = now_ns.saturating_sub(KEEP_NS);
         let mut found = Vec::new();
+        let unseen: FastMap<u32, ()> = procs
+            .iter()
+            .filter(|p| !p.kernel_thread && seen(p).is_none())
+            .map(|p| (p.tgid, ()))
+            .collect();
+        if !unseen.is_empty() {
+            for (&(tgid, dev, measure), samples) in &self.calm {
+                if samples.len() >= MIN_SAMPLES
+                    && samples.back().is_some_and(|&(at, _)| at >= horizon)
+                    && unseen.contains_key(&tgid)
+                {
+                    found.push(Baseline::of(tgid, dev, measure, samples));
+                }
+            }
+        }
         for seen in procs.iter().filter_map(seen) {
             let key = (seen.tgid, seen.dev, seen.measure);
             if let Some(samples) = self.calm.get_mut(&key) {
                 samples.retain(|&(at, _)| at >= horizon);
                 if samples.len() >= MIN_SAMPLES {
-                    let mut p50s: Vec<u64> = samples.iter().map(|&(_, p50)| p50).collect();
-                    p50s.sort_unstable();
-                    found.push(Baseline {
-                        tgid: seen.tgid,
-                        dev: seen.dev,
-                        measure: seen.measure,
-                        p50_ns: p50s[p50s.len() / 2],
-                        intervals: u32::try_from(p50s.len()).unwrap_or(u32::MAX),
-                    });
+                    found.push(Baseline::of(seen.tgid, seen.dev, seen.measure, samples));
                 }
             }
             let (by, total) = busy_on(procs, seen.dev);
