@@ -17,6 +17,7 @@ pub(super) const W: Workload = Workload {
     file: "",
     checks: TRACED,
     known_miss_on: &[],
+    size_mib: 1024,
 };
 
 /// The corpus. Most are programs people run; none is one of iotop-bpf's own reproducers.
@@ -573,21 +574,6 @@ pub const CORPUS: &[Workload] = &[
         filesystems: &[EXT4_4K],
         // Written before its first run: few major faults, every page read ahead used, the
         // reads following each other: nothing.
-        checks: &[],
-        ..W
-    },
-    Workload {
-        name: "noisy-neighbour",
-        about: "python fsync logger alone 3 s, then beside fio 1 MiB O_DIRECT writes, QD 16",
-        command: "sh \"$CORPUS/noisy-neighbour.sh\"",
-        filesystems: &[EXT4_4K, XFS_4K],
-        // Written before its first run: the logger alone syncs in ~0.3-0.5 ms; once fio
-        // fills the disk's queue its syncs wait behind 1 MiB writes (~10 ms): noisy_neighbour
-        // naming the logger as the one who waits, behind fio. The logger's own
-        // write_amplification is true all along (journal-fsync's cell).
-        expect: &[&["noisy_neighbour"], &["write_amplification"]],
-        tolerate: &["sync_storm", "flush_heavy"],
-        file: "system.journal",
         checks: &[],
         ..W
     },

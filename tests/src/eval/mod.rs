@@ -156,6 +156,8 @@ pub struct Workload {
     /// run (a run where one comes out right says so). Each is an open item of the issue
     /// that added the workload.
     pub known_miss_on: &'static [(Fs, &'static str)],
+    /// The filesystem's size (MiB; 1024 unless a workload needs room).
+    pub size_mib: u64,
 }
 
 /// The corpus directory (the scripts and job files the workloads run).
@@ -175,6 +177,7 @@ pub fn run(filter: Option<&str>) -> Report {
     let mut cells = Vec::new();
     for w in CORPUS
         .iter()
+        .chain(NEIGHBOURS)
         .chain(OUTSIDE)
         .filter(|w| filter.is_none_or(|f| f.split(',').any(|part| w.name.contains(part))))
     {
@@ -217,6 +220,7 @@ pub fn run(filter: Option<&str>) -> Report {
 }
 
 mod corpus;
+mod neighbour;
 mod outside;
 mod report;
 mod runner;
@@ -224,6 +228,7 @@ mod scoring;
 mod trace;
 
 pub use corpus::CORPUS;
+pub use neighbour::NEIGHBOURS;
 pub use outside::OUTSIDE;
 pub use report::{Cell, MAX_FACTOR, Magnitude, Report, Unit};
 use report::{bytes, float};
