@@ -182,6 +182,7 @@ fn test() -> Result<()> {
         build_release().map(|_| Outcome::Passed),
     ) {
         record("workspace tests", workspace_tests());
+        record("view without BPF tools", view_tests_without_bpf_toolchain());
         record("aarch64 plan tests", aarch64_plan_tests());
         record("house", house::house().map(|()| Outcome::Passed));
         record("privileged tests", privileged_tests());
@@ -192,6 +193,7 @@ fn test() -> Result<()> {
         record("house", house::house().map(|()| Outcome::Passed));
         for name in [
             "workspace tests",
+            "view without BPF tools",
             "aarch64 plan tests",
             "privileged tests",
             "debian package",
@@ -234,6 +236,35 @@ fn workspace_tests() -> Result<Outcome> {
         "--exclude",
         "iotop-bpf-ebpf",
     ]))?;
+    Ok(Outcome::Passed)
+}
+
+/// The view's tests as on a machine without the eBPF toolchain: stable Rust, neither nightly
+/// nor bpf-linker on PATH, and the eBPF object left empty (`AYA_BUILD_SKIP=1`, see
+/// tui/build.rs). Its own target directory, so that the release build is not rebuilt.
+fn view_tests_without_bpf_toolchain() -> Result<Outcome> {
+    let which = |tool: &str| -> Result<String> {
+        let out = cmd("rustup")
+            .args(["which", "--toolchain", "stable", tool])
+            .output()
+            .with_context(|| format!("rustup which {tool}"))?;
+        if !out.status.success() {
+            bail!(
+                "no stable toolchain's {tool}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let (cargo, rustc) = (which("cargo")?, which("rustc")?);
+    run(cmd(&cargo)
+        .args(["test", "--package", "iotop-bpf", "--lib", "view::"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", env::var("HOME").unwrap_or_default())
+        .env("RUSTC", rustc)
+        .env("AYA_BUILD_SKIP", "1")
+        .env("CARGO_TARGET_DIR", "target/no-bpf-toolchain"))?;
     Ok(Outcome::Passed)
 }
 
