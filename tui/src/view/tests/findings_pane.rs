@@ -94,3 +94,47 @@ fn the_neighbour_and_the_reads_read_at_80x24_with_their_fix() {
         assert!(screen.contains("file     /srv/"), "{screen}");
     }
 }
+
+/// A victim stalled behind a buffered writer's write-back, as the model words it (the text
+/// of a real run, `noisy-neighbour-buffered`), at the smallest screen: the line says who
+/// waits, and the finding opens on behind whom and the fix that reaches write-back.
+#[test]
+fn a_stall_behind_write_back_reads_at_80x24_with_its_fix() {
+    use crate::model::findings::{FindingKind, Severity};
+    let mut snap = demo_snapshot();
+    let mut stall = snap.findings[0].clone();
+    stall.kind = FindingKind::NoisyNeighbour;
+    stall.severity = Severity::Warning;
+    stall.tgid = Some(2993);
+    stall.comm = "python3".into();
+    stall.files = vec!["/srv/log/system.journal".into()];
+    stall.summary = "python3 (pid 2993), syncing /srv/log/system.journal, waits behind dd \
+        (pid 3035) on loop0: one call blocked 1.79s so far, against its 158us baseline; dd \
+        holds 100% of loop0's busy time (370.3 MiB/s written back)"
+        .into();
+    stall.why = "dd's pages, written back by the kernel's flushers, hold the disk: python3's \
+        wait in its queue behind them, and each of its flushes waits for their writes in the \
+        device's cache"
+        .into();
+    stall.fix = "throttle dd (pid 3035): cgroup v2 io.max (a wbps limit on loop0, which its \
+        write-back obeys) or a lower io.weight; or make write-back start sooner and smaller \
+        (vm.dirty_background_bytes); or move one of them to another disk"
+        .into();
+    snap.findings = vec![stall.clone()];
+    let mut ui = ui();
+    ui.focus = Focus::Findings;
+    let screen = text(&draw(80, 24, &snap, &ui));
+    assert!(
+        screen.contains("! WARN noisy_neighbour python3 pid 2993"),
+        "{screen}"
+    );
+    ui.selected_finding = Some(crate::view::findings::GroupKey::of(&stall));
+    ui.show_finding = true;
+    let screen = text(&draw(80, 24, &snap, &ui));
+    assert!(
+        screen.contains("fix      throttle dd (pid 3035)"),
+        "{screen}"
+    );
+    assert!(screen.contains("waits behind dd"), "{screen}");
+    assert!(screen.contains("blocked 1.79s so far"), "{screen}");
+}
