@@ -17,7 +17,6 @@ pub(super) const W: Workload = Workload {
     file: "",
     checks: TRACED,
     known_miss_on: &[],
-    size_mib: 1024,
 };
 
 /// The corpus. Most are programs people run; none is one of iotop-bpf's own reproducers.

@@ -156,8 +156,6 @@ pub struct Workload {
     /// run (a run where one comes out right says so). Each is an open item of the issue
     /// that added the workload.
     pub known_miss_on: &'static [(Fs, &'static str)],
-    /// The filesystem's size (MiB; 1024 unless a workload needs room).
-    pub size_mib: u64,
 }
 
 /// The corpus directory (the scripts and job files the workloads run).

@@ -23,7 +23,7 @@ fn needs_strace(w: &Workload) -> bool {
 pub(super) fn run_one(w: &Workload, fs_kind: Fs) -> Cell {
     static RUN: AtomicU32 = AtomicU32::new(0);
     let started = Instant::now();
-    let fs = LoopFs::with_block(fs_kind.kind, w.size_mib, fs_kind.block);
+    let fs = LoopFs::with_block(fs_kind.kind, 1024, fs_kind.block);
     let cache = cache_dir();
     std::fs::create_dir_all(&cache).expect("create the eval cache directory");
     let env = |command: &mut Command| {
