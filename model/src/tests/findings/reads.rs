@@ -226,10 +226,9 @@ fn second(s: &mut Stream, i: u64, sync_ns: u64, bulk: bool) {
     }
 }
 
-/// One second of the logger syncing (each sync `sync_ns`) while a flusher writes back dd's
-/// pages: 90 requests of 1 MiB, 10 ms each on the device, from a kernel thread.
-fn second_behind_write_back(s: &mut Stream, i: u64, sync_ns: u64) {
-    second(s, i, sync_ns, false);
+/// One second of a flusher writing back pages: 90 requests of 1 MiB, 10 ms each on the
+/// device, from a kernel thread, for `dirtier` (dd, pid 77) or for nobody it could name.
+fn write_back(s: &mut Stream, i: u64, dirtier: Option<Dirtier>) {
     let base = i * 1_000 * MS;
     for k in 0..90u64 {
         let t = base + k * 10 * MS;
@@ -248,13 +247,17 @@ fn second_behind_write_back(s: &mut Stream, i: u64, sync_ns: u64) {
             error: 0,
             kernel_thread: true,
             cgroup: 0,
-            dirtier: Some(Dirtier {
-                tgid: 77,
-                comm: Comm::new("dd"),
-            }),
+            dirtier,
             file: None,
         });
     }
+}
+
+fn dd() -> Option<Dirtier> {
+    Some(Dirtier {
+        tgid: 77,
+        comm: Comm::new("dd"),
+    })
 }
 
 #[test]
@@ -266,7 +269,8 @@ fn a_buffered_bulk_writer_is_named_through_its_write_back() {
     let mut found = Vec::new();
     for i in 0..8u64 {
         if i >= 5 {
-            second_behind_write_back(&mut s, i, 11 * MS);
+            second(&mut s, i, 11 * MS, false);
+            write_back(&mut s, i, dd());
         } else {
             second(&mut s, i, 400 * US, false);
         }
@@ -286,35 +290,6 @@ fn a_buffered_bulk_writer_is_named_through_its_write_back() {
         "{}",
         f.fix
     );
-}
-
-/// The flusher's write-back of dd's pages for one second, and nothing of the logger's.
-fn write_back_only(s: &mut Stream, i: u64) {
-    let base = i * 1_000 * MS;
-    for k in 0..90u64 {
-        let t = base + k * 10 * MS;
-        s.model.ingest(&BlockIo {
-            dev: DISK,
-            sector: (1 << 30) + k * 2_048,
-            bytes: 1 << 20,
-            op: Op::Write,
-            flags: 0,
-            tgid: 91,
-            tid: 91,
-            comm: Comm::new("kworker/u8:6"),
-            created_ns: t,
-            issued_ns: t + US,
-            completed_ns: t + 10 * MS,
-            error: 0,
-            kernel_thread: true,
-            cgroup: 0,
-            dirtier: Some(Dirtier {
-                tgid: 77,
-                comm: Comm::new("dd"),
-            }),
-            file: None,
-        });
-    }
 }
 
 /// A tick at which the logger (42) has been blocked in D since `since_ns`.
@@ -352,7 +327,7 @@ fn a_call_stalled_behind_write_back_names_the_writer_as_a_warning() {
         second(&mut s, i, 400 * US, false);
         s.tick((i + 1) * 1_000 * MS);
     }
-    write_back_only(&mut s, 5);
+    write_back(&mut s, 5, dd());
     let found = tick_blocked(&mut s, 6_000 * MS, 5_000 * MS + 300 * MS);
     let nn = of_kind(&found, FindingKind::NoisyNeighbour);
     assert_eq!(nn.len(), 1, "{found:?}");
@@ -371,7 +346,7 @@ fn a_call_stalled_behind_write_back_names_the_writer_as_a_warning() {
         second(&mut s, i, 400 * US, false);
         s.tick((i + 1) * 1_000 * MS);
     }
-    write_back_only(&mut s, 5);
+    write_back(&mut s, 5, dd());
     let found = tick_blocked(&mut s, 6_000 * MS, 6_000 * MS - 100 * MS);
     assert!(
         of_kind(&found, FindingKind::NoisyNeighbour).is_empty(),
@@ -387,28 +362,7 @@ fn a_flusher_writing_for_nobody_named_makes_no_neighbour() {
     for i in 0..8u64 {
         if i >= 5 {
             second(&mut s, i, 11 * MS, false);
-            let base = i * 1_000 * MS;
-            for k in 0..90u64 {
-                let t = base + k * 10 * MS;
-                s.model.ingest(&BlockIo {
-                    dev: DISK,
-                    sector: (1 << 30) + k * 2_048,
-                    bytes: 1 << 20,
-                    op: Op::Write,
-                    flags: 0,
-                    tgid: 91,
-                    tid: 91,
-                    comm: Comm::new("kworker/u8:6"),
-                    created_ns: t,
-                    issued_ns: t + US,
-                    completed_ns: t + 10 * MS,
-                    error: 0,
-                    kernel_thread: true,
-                    cgroup: 0,
-                    dirtier: None,
-                    file: None,
-                });
-            }
+            write_back(&mut s, i, None);
         } else {
             second(&mut s, i, 400 * US, false);
         }
