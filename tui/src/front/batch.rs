@@ -91,6 +91,21 @@ impl<W> Printer<'_, W> {
     }
 }
 
+impl<W: Write> Printer<'_, W> {
+    /// Prints one interval with the recording's state; false once stdout is closed.
+    fn print(&mut self, snap: &Snapshot) -> Result<bool> {
+        let recording = self.recording();
+        print(
+            self.options,
+            snap,
+            &self.info,
+            &self.notes,
+            &recording,
+            self.out,
+        )
+    }
+}
+
 impl<W: Write> Front for Printer<'_, W> {
     async fn other(&mut self) -> Result<Flow> {
         self.shutdown.recv().await;
@@ -98,15 +113,7 @@ impl<W: Write> Front for Printer<'_, W> {
     }
 
     fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
-        let recording = self.recording();
-        if !print(
-            self.options,
-            &snap,
-            &self.info,
-            &self.notes,
-            &recording,
-            self.out,
-        )? {
+        if !self.print(&snap)? {
             return Ok(Flow::Stop); // stdout closed (e.g. `| head`)
         }
         self.printed += 1;
@@ -120,16 +127,7 @@ impl<W: Write> Front for Printer<'_, W> {
     }
 
     fn last(&mut self, snap: Box<Snapshot>) -> Result<()> {
-        let recording = self.recording();
-        print(
-            self.options,
-            &snap,
-            &self.info,
-            &self.notes,
-            &recording,
-            self.out,
-        )
-        .map(drop)
+        self.print(&snap).map(drop)
     }
 }
 
