@@ -12,7 +12,6 @@
 //! against what it asked of that file.
 
 use aya_ebpf::{
-    Global,
     bindings::BPF_ANY,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::{map, raw_tracepoint},
@@ -26,8 +25,39 @@ use iotop_bpf_common::{
 
 use crate::file::read;
 
+/// Set by the loader; all zero (off) under `lockdown=confidentiality`. A plain static: see
+/// [`on`].
 #[unsafe(no_mangle)]
-static BLAME_OFFSETS: Global<BlameOffsets> = Global::new(BlameOffsets::OFF);
+static BLAME_OFFSETS: BlameOffsets = BlameOffsets::OFF;
+
+/// A copy of [`BLAME_OFFSETS`] as the loader set it.
+#[inline(always)]
+fn offsets() -> BlameOffsets {
+    // SAFETY: a read of a static.
+    unsafe { core::ptr::read_volatile(&raw const BLAME_OFFSETS) }
+}
+
+/// Whether any blame is read. Each flag is read on its own from the frozen `.rodata`, so
+/// that the verifier knows the value: where it is off, the verifier never walks the
+/// `bpf_probe_read_kernel` calls behind it, and a kernel that refuses the helper (lockdown)
+/// still loads the completion probe.
+#[inline(always)]
+pub fn on() -> bool {
+    // SAFETY: reads of a static's fields.
+    unsafe {
+        core::ptr::read_volatile(&raw const BLAME_OFFSETS.cgroup) != 0
+            || core::ptr::read_volatile(&raw const BLAME_OFFSETS.writeback) != 0
+            || core::ptr::read_volatile(&raw const BLAME_OFFSETS.readahead) != 0
+    }
+}
+
+/// The offset of `request.bio`, as a field read on its own (a direct load's offset must be
+/// a constant the verifier knows).
+#[inline(always)]
+pub fn rq_bio() -> u32 {
+    // SAFETY: a read of a static's field.
+    unsafe { core::ptr::read_volatile(&raw const BLAME_OFFSETS.rq_bio) }
+}
 
 /// `struct address_space *` -> who last dirtied a page of it. LRU: there is no event when an
 /// inode leaves the cache.
@@ -128,18 +158,20 @@ pub struct ReadaheadFile {
 #[map]
 static READAHEAD_FILE: PerCpuArray<ReadaheadFile> = PerCpuArray::with_max_entries(1, 0);
 
-/// Notes the file whose pages the readahead read `rq` (first 64 bytes in `head`) read. Only
-/// readahead reads come here: direct I/O never reads ahead, so its requests never pay it.
+/// Notes the file whose pages a readahead read reads, its `bio` read by the caller's way.
+/// Only readahead reads come here: direct I/O never reads ahead, so its requests never pay
+/// it.
 #[inline(always)]
-pub fn note_readahead(rq: u64, head: &[u64; 8]) {
-    let o = BLAME_OFFSETS.load();
+pub fn note_readahead(bio: &impl Fn() -> u64) {
+    let o = offsets();
     let Some(slot) = READAHEAD_FILE.get_ptr_mut(0) else {
         return;
     };
     let (dev, ino) = if o.readahead == 0 {
         (0, 0)
     } else {
-        bio(rq, head, &o)
+        Some(bio())
+            .filter(|&bio| bio != 0)
             .and_then(|bio| file(bio, &o))
             .unwrap_or((0, 0))
     };
@@ -157,34 +189,27 @@ pub fn readahead_file() -> Option<ReadaheadFile> {
     READAHEAD_FILE.get_ptr(0).map(|f| unsafe { *f })
 }
 
-/// `rq->bio`, from `head` when it sits in the request's first 64 bytes.
+/// `rq->bio` for the raw completion probe, from `head` (the request's first 64 bytes) when
+/// it sits there (on the kernels seen so far: one read less per request); 0 when unknown.
 #[inline(always)]
-fn bio(rq: u64, head: &[u64; 8], o: &BlameOffsets) -> Option<u64> {
-    let bio = if o.rq_bio < 64 && o.rq_bio % 8 == 0 {
-        head[(o.rq_bio / 8) as usize & 7]
+pub fn bio_in(rq: u64, head: &[u64; 8]) -> u64 {
+    let at = rq_bio();
+    if at < 64 && at % 8 == 0 {
+        head[(at / 8) as usize & 7]
     } else {
-        read::<u64>(rq, o.rq_bio).ok()?
-    };
-    (bio != 0).then_some(bio)
+        read::<u64>(rq, at).unwrap_or(0)
+    }
 }
 
-/// The blame of request `rq`, whose first 64 bytes the caller read into `head` (`rq->bio`
-/// sits there on the kernels seen so far: one read less per request); `by_flusher`: it was
-/// created by a flusher (a kworker) and writes, so its pages' dirtier is looked up.
+/// The blame of a request, its `bio` read by the caller's way; `by_flusher`: it was created
+/// by a flusher (a kworker) and writes, so its pages' dirtier is looked up.
 #[inline(always)]
-pub fn of(rq: u64, head: &[u64; 8], by_flusher: bool) -> Blame {
-    let o = BLAME_OFFSETS.load();
+pub fn of(bio: &impl Fn() -> u64, by_flusher: bool) -> Blame {
+    let o = offsets();
     if o.cgroup == 0 && o.writeback == 0 {
         return Blame::NONE;
     }
-    let bio = if o.rq_bio < 64 && o.rq_bio % 8 == 0 {
-        head[(o.rq_bio / 8) as usize & 7]
-    } else {
-        match read::<u64>(rq, o.rq_bio) {
-            Ok(bio) => bio,
-            Err(_) => return Blame::NONE,
-        }
-    };
+    let bio = bio();
     if bio == 0 {
         return Blame::NONE;
     }

@@ -1,9 +1,13 @@
-//! iotop-bpf kernel side: block-request tracepoints paired in the kernel.
+//! iotop-bpf kernel side: block-request tracepoints paired in the kernel, and the probes of
+//! every other pane (D state, sync calls, durability, direct I/O, throttling, blame).
 //!
 //! Creation (`block_io_start`, or `block_rq_insert` before 6.5) records who submitted a
 //! request and when; `block_rq_issue` records when the driver got it; `block_rq_complete`
 //! emits one [`BlockIoRecord`] per completed request into the `EVENTS` ring buffer and adds it
-//! to the per-disk aggregates. Field offsets come from tracefs via globals set by the loader.
+//! to the per-disk aggregates. Issue and completion are `tp_btf` programs reading the request
+//! by direct loads (`raw.rs`), with raw twins for kernels that refuse them and classic
+//! tracepoints (`block.rs`) where BTF is missing. Offsets come from BTF or tracefs, through
+//! `.rodata` globals the loader sets.
 #![no_std]
 #![feature(core_intrinsics)]
 #![feature(asm_experimental_arch)]

@@ -7,11 +7,11 @@
 //! this kernel comes from BTF too ([`RawLayout`]).
 
 use aya_ebpf::{
-    Global,
+    EbpfContext,
     helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel},
-    macros::{map, raw_tracepoint},
-    maps::Array,
-    programs::RawTracePointContext,
+    macros::{btf_tracepoint, map, raw_tracepoint},
+    maps::{Array, PerCpuArray},
+    programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iotop_bpf_common::{
     block::ORIGIN_INSERT,
@@ -31,10 +31,22 @@ use crate::{
     emit::bump,
     inflight,
     inflight::Completion,
+    sched::{Direct, Kernel as _},
 };
 
+/// The request's offsets, set by the loader (a plain static like [`RAW_LAYOUT`]: each probe
+/// reads the fields it needs, and the verifier knows each value from the frozen `.rodata`,
+/// which the direct loads of the `tp_btf` probes need: their offsets must be constants).
 #[unsafe(no_mangle)]
-static RAW_OFFSETS: Global<RawOffsets> = Global::new(RawOffsets::ZERO);
+pub static RAW_OFFSETS: RawOffsets = RawOffsets::ZERO;
+
+/// One field of [`RAW_OFFSETS`], read as the loader set it.
+macro_rules! offset {
+    ($field:ident) => {
+        // SAFETY: a read of a static's field.
+        unsafe { core::ptr::read_volatile(&raw const RAW_OFFSETS.$field) }
+    };
+}
 
 /// This kernel's raw argument layouts, set by the loader (a plain static, not a `Global`:
 /// a probe reads the one field it needs, not a copy of the whole).
@@ -94,7 +106,7 @@ pub fn arg(ctx: &impl aya_ebpf::EbpfContext, n: u32) -> u64 {
 
 /// The request of `block_io_start`, `block_rq_insert`, `_issue` and `_merge`.
 #[inline(always)]
-fn request(ctx: &RawTracePointContext) -> u64 {
+fn request(ctx: &impl EbpfContext) -> u64 {
     arg(ctx, layout!(rq_arg))
 }
 
@@ -102,6 +114,26 @@ fn request(ctx: &RawTracePointContext) -> u64 {
 fn read<T>(base: u64, offset: u32) -> Result<T, i32> {
     // SAFETY: bpf_probe_read_kernel validates the address.
     unsafe { bpf_probe_read_kernel((base + u64::from(offset)) as *const T) }
+}
+
+/// A scratch word per CPU, through which a typed pointer becomes a plain number.
+#[map]
+static ADDRESS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// The address of the object `typed` points to, as a plain number: the in-flight table
+/// hashes it, and the verifier refuses arithmetic on a `tp_btf` program's typed pointers.
+/// Stored to a map and read back (volatile both ways: the compiler must not forward the
+/// value), it is a scalar to the verifier.
+#[inline(always)]
+fn address(typed: u64) -> u64 {
+    match ADDRESS.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot, a u64.
+        Some(slot) => unsafe {
+            core::ptr::write_volatile(slot, typed);
+            core::ptr::read_volatile(slot)
+        },
+        None => 0,
+    }
 }
 
 #[inline(always)]
@@ -139,8 +171,17 @@ pub fn raw_block_start_insert(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "block_rq_issue")]
 pub fn raw_block_issue(ctx: RawTracePointContext) -> i32 {
     let rq = request(&ctx);
-    let bytes: u32 = read(rq, RAW_OFFSETS.load().rq_data_len).unwrap_or(0);
+    let bytes: u32 = read(rq, offset!(rq_data_len)).unwrap_or(0);
     issued(&key(rq), bytes);
+    0
+}
+
+/// [`raw_block_issue`] on `tp_btf`: the request read by a direct load, no helper (what
+/// `lockdown=confidentiality`, which refuses `bpf_probe_read_kernel`, leaves).
+#[btf_tracepoint(function = "block_rq_issue")]
+pub fn block_issue_btf(ctx: BtfTracePointContext) -> i32 {
+    let rq = request(&ctx);
+    issued(&key(address(rq)), Direct.u32(rq, offset!(rq_data_len)));
     0
 }
 
@@ -158,14 +199,26 @@ pub fn raw_block_insert(ctx: RawTracePointContext) -> i32 {
     let rq = request(&ctx);
     // And only for requests that really go into a scheduler (`RQF_USE_SCHED`): one read
     // spares the in-flight lookup on the other disks.
-    let o = RAW_OFFSETS.load();
-    if o.bit_use_sched < 32 {
-        let flags: u32 = read(rq, o.rq_flags).unwrap_or(0);
-        if flags & (1 << o.bit_use_sched) == 0 {
-            return 0;
-        }
+    let bit = offset!(bit_use_sched);
+    if bit < 32 && read::<u32>(rq, offset!(rq_flags)).unwrap_or(0) & (1 << bit) == 0 {
+        return 0;
     }
     inserted(&key(rq));
+    0
+}
+
+/// [`raw_block_insert`] on `tp_btf`, by direct loads.
+#[btf_tracepoint(function = "block_rq_insert")]
+pub fn block_insert_btf(ctx: BtfTracePointContext) -> i32 {
+    if !matches!(SCHED_SPLIT_ON.get(0), Some(&on) if on != 0) {
+        return 0;
+    }
+    let rq = request(&ctx);
+    let bit = offset!(bit_use_sched);
+    if bit < 32 && Direct.u32(rq, offset!(rq_flags)) & (1 << bit) == 0 {
+        return 0;
+    }
+    inserted(&key(address(rq)));
     0
 }
 
@@ -188,14 +241,11 @@ pub fn raw_block_rq_merge(ctx: RawTracePointContext) -> i32 {
 pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
     crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_BLOCK);
     let rq: u64 = ctx.arg(0);
-    let status: u64 = ctx.arg(1);
-    let nr_bytes: u64 = ctx.arg(2);
     let now = unsafe { bpf_ktime_get_ns() };
     let Some(slot) = inflight::find(&key(rq)) else {
-        unpaired(nr_bytes as u32);
+        unpaired(ctx.arg::<u64>(2) as u32);
         return 0;
     };
-    let o = RAW_OFFSETS.load();
     // q, cmd_flags and __sector sit in the request's first 64 bytes (the loader checks):
     // one read for the three.
     let Ok(head) = read::<[u64; 8]>(rq, 0) else {
@@ -203,24 +253,91 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
         return 0;
     };
     let field = |offset: u32| head[(offset as usize / 8) & 7];
-    let cmd_flags = (field(o.rq_cmd_flags) >> ((o.rq_cmd_flags % 8) * 8)) as u32;
-    let sector = field(o.rq_sector);
-    // The disk: rq->q->disk->{major, first_minor}, or rq->rq_disk before 5.17 (no disk:
-    // passthrough, dev 0).
+    let cmd_flags = offset!(rq_cmd_flags);
+    // The disk: rq->q->disk, or rq->rq_disk before 5.17 (none: passthrough, dev 0).
     let rq_disk = layout!(rq_disk);
     let disk: u64 = if rq_disk == ABSENT {
-        read(field(o.rq_q), o.q_disk).unwrap_or(0)
+        read(field(offset!(rq_q)), offset!(q_disk)).unwrap_or(0)
     } else {
         read(rq, rq_disk).unwrap_or(0)
     };
     let dev = if disk == 0 {
         0
     } else {
-        let major: u32 = read(disk, o.disk_major).unwrap_or(0);
-        let minor: u32 = read(disk, o.disk_first_minor).unwrap_or(0);
-        (major << 20) | (minor & 0xf_ffff)
+        let major: u32 = read(disk, offset!(disk_major)).unwrap_or(0);
+        let minor: u32 = read(disk, offset!(disk_first_minor)).unwrap_or(0);
+        dev_of(major, minor)
     };
-    let op = match cmd_flags & o.op_mask {
+    let request = Request {
+        cmd_flags: (field(cmd_flags) >> ((cmd_flags % 8) * 8)) as u32,
+        sector: field(offset!(rq_sector)),
+        dev,
+        status: ctx.arg(1),
+        nr_bytes: ctx.arg(2),
+    };
+    completed(slot, rq, &request, || blame::bio_in(rq, &head), now);
+    0
+}
+
+/// [`raw_block_complete`] on `tp_btf`: the request and its disk read by direct loads, one
+/// instruction each and no helper, so it runs under `lockdown=confidentiality` too (where
+/// the loader turns blame, which follows untyped pointers, off).
+#[btf_tracepoint(function = "block_rq_complete")]
+pub fn block_complete_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::verifier::inject(&ctx, iotop_bpf_common::raw::FAULT_REJECT_BLOCK);
+    let rq: u64 = ctx.arg(0);
+    let at = address(rq);
+    let now = unsafe { bpf_ktime_get_ns() };
+    let Some(slot) = inflight::find(&key(at)) else {
+        unpaired(ctx.arg::<u64>(2) as u32);
+        return 0;
+    };
+    let rq_disk = layout!(rq_disk);
+    let disk = if rq_disk == ABSENT {
+        Direct.u64(Direct.u64(rq, offset!(rq_q)), offset!(q_disk))
+    } else {
+        Direct.u64(rq, rq_disk)
+    };
+    let dev = if disk == 0 {
+        0
+    } else {
+        dev_of(
+            Direct.u32(disk, offset!(disk_major)),
+            Direct.u32(disk, offset!(disk_first_minor)),
+        )
+    };
+    let request = Request {
+        cmd_flags: Direct.u32(rq, offset!(rq_cmd_flags)),
+        sector: Direct.u64(rq, offset!(rq_sector)),
+        dev,
+        status: ctx.arg(1),
+        nr_bytes: ctx.arg(2),
+    };
+    completed(slot, at, &request, || Direct.u64(rq, blame::rq_bio()), now);
+    0
+}
+
+#[inline(always)]
+fn dev_of(major: u32, minor: u32) -> u32 {
+    (major << 20) | (minor & 0xf_ffff)
+}
+
+/// What a completion probe read of its request.
+struct Request {
+    cmd_flags: u32,
+    sector: u64,
+    dev: u32,
+    /// A `blk_status_t`, not an errno: nonzero means the request failed.
+    status: u64,
+    nr_bytes: u64,
+}
+
+/// The rest of a completion, whichever way the request was read: `at` is its address,
+/// `bio` reads `rq->bio` for blame, only when blame is on.
+#[inline(always)]
+fn completed(slot: inflight::Slot, at: u64, r: &Request, bio: impl Fn() -> u64, now: u64) {
+    let cmd_flags = r.cmd_flags;
+    let op = match cmd_flags & offset!(op_mask) {
         0 => OP_READ,
         1 => OP_WRITE,
         2 => OP_FLUSH,
@@ -241,24 +358,30 @@ pub fn raw_block_complete(ctx: RawTracePointContext) -> i32 {
         let comm = unsafe { (*slot.value).comm };
         comm[..8] == *b"kworker/"
     };
-    if op == OP_READ && bit(o.bit_rahead, FLAG_READAHEAD) != 0 {
-        blame::note_readahead(rq, &head);
+    let readahead = bit(offset!(bit_rahead), FLAG_READAHEAD);
+    // Blame follows untyped pointers (`bpf_probe_read_kernel`): off under lockdown, where a
+    // field read on its own tells the verifier so and it never walks the helper calls.
+    let blamed = blame::on();
+    if op == OP_READ && readahead != 0 && blamed {
+        blame::note_readahead(&bio);
     }
     let completion = Completion {
-        dev,
-        sector,
-        done_bytes: nr_bytes as u32,
-        // A blk_status_t, not an errno: nonzero means the request failed.
-        error: (status & 0xff) as i32,
+        dev: r.dev,
+        sector: r.sector,
+        done_bytes: r.nr_bytes as u32,
+        error: (r.status & 0xff) as i32,
         op,
-        flags: bit(o.bit_sync, FLAG_SYNC)
-            | bit(o.bit_meta, FLAG_META)
-            | bit(o.bit_fua, FLAG_FUA)
-            | bit(o.bit_preflush, FLAG_PREFLUSH)
-            | bit(o.bit_rahead, FLAG_READAHEAD),
+        flags: bit(offset!(bit_sync), FLAG_SYNC)
+            | bit(offset!(bit_meta), FLAG_META)
+            | bit(offset!(bit_fua), FLAG_FUA)
+            | bit(offset!(bit_preflush), FLAG_PREFLUSH)
+            | readahead,
         rwbs: [0; RWBS_READ_LEN],
-        blame: blame::of(rq, &head, by_flusher),
+        blame: if blamed {
+            blame::of(&bio, by_flusher)
+        } else {
+            blame::Blame::NONE
+        },
     };
-    finish(slot, &completion, &key(rq), now);
-    0
+    finish(slot, &completion, &key(at), now);
 }

@@ -60,6 +60,14 @@ fn this_kernel_gets_the_raw_tracepoints() {
         "attached: raw_tp:block_rq_insert"
     };
     assert!(stdout.contains(creation), "{creation} missing:\n{stdout}");
+    // The request's issue and completion are read by direct loads (typed, `tp_btf`), not
+    // with the helper: what runs under lockdown too, and costs less per request.
+    for typed in ["tp_btf:block_rq_issue", "tp_btf:block_rq_complete"] {
+        assert!(
+            stdout.contains(&format!("attached: {typed}\n")),
+            "{typed} missing:\n{stdout}"
+        );
+    }
     assert!(
         stdout
             .lines()

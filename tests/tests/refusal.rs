@@ -48,7 +48,7 @@ fn a_refused_probe_degrades_its_pane_with_a_one_line_reason() {
         "{out}"
     );
     // Nothing else is lost: the block probes stay.
-    for attached in ["raw_tp:block_rq_issue", "raw_tp:block_rq_complete"] {
+    for attached in ["tp_btf:block_rq_issue", "tp_btf:block_rq_complete"] {
         assert!(
             out.contains(&format!("attached: {attached}\n")),
             "{attached}:\n{out}"

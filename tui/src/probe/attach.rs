@@ -37,21 +37,35 @@ use super::{
 /// thread while the others load.
 type Programs<'a> = HashMap<&'a str, &'a mut Program>;
 
-/// The program the verifier takes longest over: the completion probe (~150 ms here, idle,
-/// ~200 ms under load: more than all the others together). It is verified on the other core
-/// while the others load, and attached in its turn.
-const VERIFIED_ASIDE: &str = "raw_block_complete";
+/// The programs the verifier takes longest over: the completion probe (~150 ms here, idle,
+/// ~200 ms under load: more than all the others together), typed or raw. The first of them
+/// the plan tries is verified on the other core while the others load, and attached in its
+/// turn.
+const VERIFIED_ASIDE: [&str; 2] = ["block_complete_btf", "raw_block_complete"];
 
-/// The step whose program is verified aside: a required raw tracepoint that nothing before
-/// it can skip.
+/// The step whose program is verified aside: a first choice (tried whatever happens before
+/// it) that nothing before it can skip.
 fn verified_aside(plan: &Plan) -> Option<&Step> {
     plan.steps.iter().find(|s| {
-        s.program == VERIFIED_ASIDE
-            && s.required
+        VERIFIED_ASIDE.contains(&s.program)
             && s.instead_of.is_none()
             && s.after.is_none()
-            && matches!(s.attach, Attach::Raw(_))
+            && matches!(s.attach, Attach::Raw(_) | Attach::Btf(_))
     })
+}
+
+/// Loads the program of `step`, a raw or `tp_btf` one (verified aside).
+fn load_aside(program: &mut Program, step: &Step, btf: Option<&Btf>) -> Result<()> {
+    match step.attach {
+        Attach::Btf(name) => {
+            let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
+            let typed: &mut BtfTracePoint = program
+                .try_into()
+                .with_context(|| format!("{} is not a tp_btf program", step.program))?;
+            Ok(typed.load(name, btf)?)
+        }
+        _ => Ok(as_raw(Some(program), step.program)?.load()?),
+    }
 }
 
 /// Why a program could not be loaded or attached: one line, and the verifier's whole log
@@ -73,7 +87,8 @@ fn verifier_reason(log: &str) -> Option<&str> {
 }
 
 impl Refusal {
-    fn of(error: anyhow::Error) -> Self {
+    /// `lockdown`: why the kernel refuses `bpf_probe_read*` here, if it does.
+    fn of(error: anyhow::Error, lockdown: Option<&str>) -> Self {
         for cause in error.chain() {
             if let Some(ProgramError::LoadError {
                 io_error,
@@ -81,9 +96,17 @@ impl Refusal {
             }) = cause.downcast_ref::<ProgramError>()
             {
                 let log = verifier_log.to_string();
-                let line = match verifier_reason(&log) {
-                    Some(reason) => format!("the verifier refused it: {reason} ({io_error})"),
-                    None => format!("loading it failed: {io_error}"),
+                let line = match (verifier_reason(&log), lockdown) {
+                    // Said as what it is: lockdown's refusal of the helper, not a fault.
+                    (Some(reason), Some(why))
+                        if reason.contains("bpf_probe_read")
+                            && (reason.contains("cannot use helper")
+                                || reason.contains("unknown func")) =>
+                    {
+                        format!("it reads kernel memory with the helper: {why}")
+                    }
+                    (Some(reason), _) => format!("the verifier refused it: {reason} ({io_error})"),
+                    (None, _) => format!("loading it failed: {io_error}"),
                 };
                 return Self {
                     line,
@@ -255,8 +278,7 @@ pub(super) fn attach_all<'p>(
             Some((
                 step.program,
                 scope.spawn(move || {
-                    let result = as_raw(Some(&mut *program), VERIFIED_ASIDE)
-                        .and_then(|raw| raw.load().map_err(anyhow::Error::from));
+                    let result = load_aside(&mut *program, step, btf);
                     (program, result)
                 }),
             ))
@@ -315,7 +337,7 @@ pub(super) fn attach_all<'p>(
                     deferred.push(step.clone());
                 }
                 Err(e) => {
-                    let refusal = Refusal::of(e);
+                    let refusal = Refusal::of(e, plan.lockdown.as_deref());
                     if step.required {
                         bail!(
                             "{} ({}) could not be used, and iotop-bpf needs it: {}{}",
@@ -351,15 +373,17 @@ pub(super) fn attach_all<'p>(
 /// Each refused program's loss in `report`, and the sync sources it leaves without a program.
 pub(super) fn report_refusals(
     report: &mut ProbeReport,
+    steps: &[Step],
     refused: &[(&Step, String)],
     failed: &HashMap<&str, String>,
 ) {
     for (step, reason) in refused {
-        // A program whose plainer replacement was refused too: the replacement's loss is
-        // the whole of it, and said once.
-        if refused
+        // A program with a plainer replacement: the replacement was tried, and either it
+        // does the same work (nothing lost) or it was refused too, and its loss is the
+        // whole of it, said once. (The first choice's verifier log is in `check --verbose`.)
+        if steps
             .iter()
-            .any(|(other, _)| other.instead_of == Some(step.program))
+            .any(|other| other.instead_of == Some(step.program))
         {
             continue;
         }

@@ -135,7 +135,11 @@ fn check_with(
     }
     let mut degraded = caps.degraded();
     // Raw tracepoints need no tracefs: its absence only rules out the classic fallbacks.
+    let confidential =
+        super::facts::lockdown_here().is_some_and(|m| m.starts_with("confidentiality"));
     let tracefs = tracefs(caps.has(CAP_SYS_ADMIN)).map_err(|e| match e {
+        // Mounted or not, it shows no events there: nothing to mount or grant.
+        _ if confidential => "kernel lockdown=confidentiality hides its events: only the classic-tracepoint fallbacks are lost".to_string(),
         TracefsError::Unreadable { .. } if !caps.reads_any_file() => format!(
             "{e}; without it only the classic-tracepoint fallbacks are lost (grant CAP_DAC_READ_SEARCH for them)"
         ),

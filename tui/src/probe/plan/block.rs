@@ -69,16 +69,21 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
     plan.globals.raw_offsets = offsets;
     plan.globals.raw_layout.rq_arg = index.unwrap_or(0);
     plan.globals.raw_layout.rq_disk = k.offset("request", "rq_disk").unwrap_or(ABSENT);
+    // Under confidentiality lockdown, which refuses `bpf_probe_read_kernel`, only the typed
+    // probes load: no fallback to the raw ones is planned there.
+    let lockdown = k.lockdown_refuses_reads();
     if start == "block_io_start" {
         plan.globals.start_origin = ORIGIN_START;
         plan.steps
             .push(Step::raw("raw_block_start", start, Part::Block));
         // btt's G2I / I2D split: switched on while a disk with a scheduler is busy.
-        plan.steps.push(Step::raw(
-            "raw_block_insert",
+        typed_first(
+            plan,
+            ("block_insert_btf", "raw_block_insert"),
             "block_rq_insert",
             Part::SchedSplit,
-        ));
+            lockdown.is_some(),
+        );
     } else {
         plan.globals.start_origin = ORIGIN_INSERT;
         plan.steps
@@ -88,10 +93,15 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
                 .to_string(),
         );
     }
-    plan.steps
-        .push(Step::raw("raw_block_issue", "block_rq_issue", Part::Block).required());
-    plan.steps
-        .push(Step::raw("raw_block_complete", "block_rq_complete", Part::Block).required());
+    for (programs, tracepoint) in [
+        (("block_issue_btf", "raw_block_issue"), "block_rq_issue"),
+        (
+            ("block_complete_btf", "raw_block_complete"),
+            "block_rq_complete",
+        ),
+    ] {
+        typed_first(plan, programs, tracepoint, Part::Block, lockdown.is_some());
+    }
     plan.steps.push(Step::raw(
         "raw_block_rq_merge",
         "block_rq_merge",
@@ -100,6 +110,15 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
 
     let (mut blame, missing) = offsets::blame(k);
     plan.notes.extend(missing);
+    if let Some(why) = lockdown {
+        // Blame follows untyped pointers (a tail page's head, a page's mapping), which only
+        // the helper reads: off, and the completion probe never calls it.
+        plan.notes.push(format!(
+            "{why}: requests have no cgroup, write-back is charged to the flusher, and readahead reads name no file"
+        ));
+        plan.globals.blame = iotop_bpf_common::blame::BlameOffsets::OFF;
+        return Ok(());
+    }
     if blame.writeback != 0 {
         // The folio tracepoint (5.17+) or the page one before it: both pass the mapping
         // second.
@@ -123,6 +142,34 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
     }
     plan.globals.blame = blame;
     Ok(())
+}
+
+/// Plans `programs.0` on `tp_btf`, which reads the request by direct loads, and
+/// `programs.1`, the raw program doing the same work with the helper, for where the kernel
+/// refuses the first (none under lockdown, which refuses the helper). Part `Block`: whichever
+/// loads is required.
+fn typed_first(
+    plan: &mut Plan,
+    programs: (&'static str, &'static str),
+    tracepoint: &'static str,
+    part: Part,
+    lockdown: bool,
+) {
+    let (typed, raw) = programs;
+    let required = part == Part::Block;
+    let first = Step::btf(typed, tracepoint, part);
+    if lockdown {
+        plan.steps
+            .push(if required { first.required() } else { first });
+        return;
+    }
+    plan.steps.push(first);
+    let fallback = Step::raw(raw, tracepoint, part).instead_of(typed);
+    plan.steps.push(if required {
+        fallback.required()
+    } else {
+        fallback
+    });
 }
 
 /// The classic probes: requests keyed by their disk and sector, fields at tracefs offsets.

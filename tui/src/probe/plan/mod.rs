@@ -5,7 +5,9 @@
 //!
 //! Raw tracepoints first, everywhere BTF says what they pass: they need no
 //! `perf_event_open` (which Debian and Ubuntu refuse without CAP_SYS_ADMIN) and build no
-//! trace record. Classic tracepoints remain the fallback where BTF cannot describe a
+//! trace record. Their typed form (`tp_btf`) before the plain one where a probe reads kernel
+//! objects on every request: it reads them by direct loads, one instruction each instead of
+//! a `bpf_probe_read_kernel` call, and runs where lockdown refuses that helper. Classic tracepoints remain the fallback where BTF cannot describe a
 //! tracepoint (no kernel BTF; XFS's own structs without the module's BTF), planned only
 //! where `perf_event_open` works for this process.
 
@@ -284,6 +286,9 @@ pub struct Plan {
     pub sync_sources: Vec<SyncSource>,
     /// Direct I/O call latency can be measured here.
     pub call_latency: bool,
+    /// Why this kernel refuses `bpf_probe_read_kernel` (confidentiality lockdown), if it
+    /// does: the reason of every program it refuses for that.
+    pub lockdown: Option<String>,
 }
 
 /// Classic tracepoints can be attached by this process, or why not (what to do).
@@ -316,17 +321,13 @@ pub fn plan(k: &KernelFacts, options: Options) -> Result<Plan, String> {
         notes: Vec::new(),
         sync_sources: Vec::new(),
         call_latency: false,
+        lockdown: k.lockdown_refuses_reads(),
     };
-    if let Some(why) = k.lockdown_refuses_reads() {
-        // Every probe reads with the helper: the raw ones their kernel objects, the classic
-        // ones their record (and a record read from the context would have to fit the
-        // smallest tracepoint's, which the kernel checks at attach). Confidentiality also
-        // hides tracefs's events (LOCKDOWN_TRACEFS): on Debian's 6.12, /sys/kernel/tracing is
-        // mounted and empty.
-        return Err(format!(
-            "{why}, which every probe reads its tracepoint's data with, and hides tracefs's events: iotop-bpf cannot see block I/O under confidentiality lockdown (integrity, which Secure Boot sets on Debian and Ubuntu, takes nothing it uses)"
-        ));
-    }
+    // Confidentiality lockdown refuses `bpf_probe_read_kernel` and hides tracefs's events
+    // (Debian's 6.12: /sys/kernel/tracing is mounted and empty). The block probes on
+    // `tp_btf` read by direct loads, which it leaves: they are planned alone, blame off
+    // (block.rs). Programs that read with the helper are refused at load, and each part lost
+    // is named with lockdown as its reason (attach.rs).
     let classic = classic_allowed(k);
     let raw = if options.classic {
         Err(format!("{}=classic", super::MODE_ENV))

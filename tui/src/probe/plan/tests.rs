@@ -67,10 +67,20 @@ fn every_kernel_of_the_matrix_gets_raw_block_probes_with_its_own_layout() {
             "{kernel}: {}",
             plan.mode
         );
-        for program in ["raw_block_issue", "raw_block_complete"] {
-            let s = step(&plan, program).unwrap_or_else(|| panic!("{kernel}: {program}"));
+        // The typed probes first (direct loads), the raw ones where the kernel refuses
+        // them; whichever loads is required.
+        for (typed, raw) in [
+            ("block_issue_btf", "raw_block_issue"),
+            ("block_complete_btf", "raw_block_complete"),
+        ] {
+            let first = step(&plan, typed).unwrap_or_else(|| panic!("{kernel}: {typed}"));
             assert!(
-                s.required && matches!(s.attach, Attach::Raw(_)),
+                !first.required && matches!(first.attach, Attach::Btf(_)),
+                "{kernel}: {first:?}"
+            );
+            let s = step(&plan, raw).unwrap_or_else(|| panic!("{kernel}: {raw}"));
+            assert!(
+                s.required && matches!(s.attach, Attach::Raw(_)) && s.instead_of == Some(typed),
                 "{kernel}: {s:?}"
             );
         }
@@ -516,19 +526,36 @@ fn the_inode_mode_is_at_offset_zero_so_absence_is_not_zero() {
 }
 
 #[test]
-fn lockdown_confidentiality_is_named_as_what_stops_the_probes() {
-    // Confidentiality refuses bpf_probe_read_kernel, which every probe reads with, and hides
-    // tracefs's events (Debian's 6.12): the reason names lockdown, not a missing mount or a
-    // verifier log.
+fn under_lockdown_confidentiality_the_typed_block_probes_run_alone_and_blame_is_named_off() {
+    // Confidentiality refuses bpf_probe_read_kernel and hides tracefs's events (Debian's
+    // 6.12). The typed block probes read by direct loads, which it leaves: they are planned
+    // required, with no raw fallback (which reads with the helper), and blame, which follows
+    // untyped pointers, is off and named.
     let mut facts = fixture("6.18");
     facts.lockdown = Some("confidentiality".to_string());
     for tracefs_error in [None, Some("tracefs is not mounted".to_string())] {
         facts.tracefs_error = tracefs_error;
-        let err = plan(&facts, Options::default()).unwrap_err();
-        assert!(
-            err.contains("lockdown=confidentiality") && err.contains("tracefs"),
-            "{err}"
+        let plan = plan(&facts, Options::default()).unwrap();
+        for typed in ["block_issue_btf", "block_complete_btf"] {
+            let s = step(&plan, typed).unwrap_or_else(|| panic!("{typed}"));
+            assert!(s.required && matches!(s.attach, Attach::Btf(_)), "{s:?}");
+        }
+        for raw in ["raw_block_issue", "raw_block_complete", "raw_block_insert"] {
+            assert!(step(&plan, raw).is_none(), "{raw} planned under lockdown");
+        }
+        assert_eq!(
+            plan.globals.blame,
+            iotop_bpf_common::blame::BlameOffsets::OFF
         );
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("lockdown=confidentiality")
+                    && n.contains("charged to the flusher")),
+            "{:?}",
+            plan.notes
+        );
+        assert!(step(&plan, "blame_dirty_folio").is_none());
     }
     // Integrity, as Secure Boot sets it on Debian and Ubuntu, takes nothing the probes use.
     facts.tracefs_error = None;
@@ -538,5 +565,10 @@ fn lockdown_confidentiality_is_named_as_what_stops_the_probes() {
         integrity.mode.starts_with("raw tracepoints"),
         "{}",
         integrity.mode
+    );
+    assert!(step(&integrity, "raw_block_complete").is_some());
+    assert_ne!(
+        integrity.globals.blame,
+        iotop_bpf_common::blame::BlameOffsets::OFF
     );
 }
