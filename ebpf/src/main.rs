@@ -21,6 +21,7 @@ mod aggregate;
 mod blame;
 mod block;
 mod dio;
+mod direct;
 mod durable;
 mod emit;
 mod exit;

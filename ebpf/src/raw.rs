@@ -28,10 +28,10 @@ use iotop_bpf_common::{
 use crate::{
     blame,
     block::{created_by_current_task, finish, inserted, issued, unpaired},
+    direct::{load_u32, load_u64},
     emit::bump,
     inflight,
     inflight::Completion,
-    sched::{Direct, Kernel as _},
 };
 
 /// The request's offsets, set by the loader (a plain static like [`RAW_LAYOUT`]: each probe
@@ -181,7 +181,7 @@ pub fn raw_block_issue(ctx: RawTracePointContext) -> i32 {
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_issue_btf(ctx: BtfTracePointContext) -> i32 {
     let rq = request(&ctx);
-    issued(&key(address(rq)), Direct.u32(rq, offset!(rq_data_len)));
+    issued(&key(address(rq)), load_u32(rq, offset!(rq_data_len)));
     0
 }
 
@@ -215,7 +215,7 @@ pub fn block_insert_btf(ctx: BtfTracePointContext) -> i32 {
     }
     let rq = request(&ctx);
     let bit = offset!(bit_use_sched);
-    if bit < 32 && Direct.u32(rq, offset!(rq_flags)) & (1 << bit) == 0 {
+    if bit < 32 && load_u32(rq, offset!(rq_flags)) & (1 << bit) == 0 {
         return 0;
     }
     inserted(&key(address(rq)));
@@ -294,26 +294,26 @@ pub fn block_complete_btf(ctx: BtfTracePointContext) -> i32 {
     };
     let rq_disk = layout!(rq_disk);
     let disk = if rq_disk == ABSENT {
-        Direct.u64(Direct.u64(rq, offset!(rq_q)), offset!(q_disk))
+        load_u64(load_u64(rq, offset!(rq_q)), offset!(q_disk))
     } else {
-        Direct.u64(rq, rq_disk)
+        load_u64(rq, rq_disk)
     };
     let dev = if disk == 0 {
         0
     } else {
         dev_of(
-            Direct.u32(disk, offset!(disk_major)),
-            Direct.u32(disk, offset!(disk_first_minor)),
+            load_u32(disk, offset!(disk_major)),
+            load_u32(disk, offset!(disk_first_minor)),
         )
     };
     let request = Request {
-        cmd_flags: Direct.u32(rq, offset!(rq_cmd_flags)),
-        sector: Direct.u64(rq, offset!(rq_sector)),
+        cmd_flags: load_u32(rq, offset!(rq_cmd_flags)),
+        sector: load_u64(rq, offset!(rq_sector)),
         dev,
         status: ctx.arg(1),
         nr_bytes: ctx.arg(2),
     };
-    completed(slot, at, &request, || Direct.u64(rq, blame::rq_bio()), now);
+    completed(slot, at, &request, || load_u64(rq, blame::rq_bio()), now);
     0
 }
 

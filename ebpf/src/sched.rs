@@ -66,21 +66,18 @@ pub(super) trait Kernel: Copy {
     fn ids(self, task: u64) -> (u32, u32);
 }
 
-/// Loads through the pointers a `tp_btf` program is given, which the verifier checks against
-/// BTF (a faulting load reads 0): one instruction each.
+/// Loads through the pointers a `tp_btf` program is given ([`crate::direct`]).
 #[derive(Clone, Copy)]
 pub(super) struct Direct;
 
 impl Kernel for Direct {
     #[inline(always)]
     fn u32(self, base: u64, offset: u32) -> u32 {
-        // SAFETY: a BTF-checked load from a kernel object (BPF_PROBE_MEM).
-        unsafe { core::ptr::read_volatile((base + u64::from(offset)) as *const u32) }
+        crate::direct::load_u32(base, offset)
     }
     #[inline(always)]
     fn u64(self, base: u64, offset: u32) -> u64 {
-        // SAFETY: as above.
-        unsafe { core::ptr::read_volatile((base + u64::from(offset)) as *const u64) }
+        crate::direct::load_u64(base, offset)
     }
     #[inline(always)]
     fn comm(self, task: u64) -> [u8; COMM_LEN] {
