@@ -51,10 +51,14 @@ impl RunInfo {
 }
 
 /// One step of the pipeline.
-pub enum Step {
+pub enum Step<A = std::convert::Infallible> {
     /// An interval closed.
     Interval(Box<Snapshot>),
-    /// The recording ended (never for the live probes).
+    /// Something else the source says, for the front end alone (an attached viewer's link:
+    /// the run it shows, the link's state). A pipeline says nothing else.
+    Aside(A),
+    /// The source ended: a recording's end, an attached viewer's link task gone (never the
+    /// live probes).
     End,
 }
 
@@ -365,14 +369,19 @@ pub enum Flow {
     Stop,
 }
 
-/// A front end that [`drive`] runs: the live view, `serve`, `--batch` and `--json`.
-pub trait Front {
+/// A front end that [`drive`] runs: the live view (over a pipeline, or over an attached
+/// viewer's link, whose asides are `A`), `serve`, `--batch` and `--json`.
+pub trait Front<A = std::convert::Infallible> {
     /// Waits for what may stop the loop besides the pipeline: a signal, and the live view's
     /// keys and captions (which it takes in itself, then says `Continue`). Cancel-safe: the
     /// loop waits for the pipeline beside it.
     fn other(&mut self) -> impl Future<Output = Result<Flow>>;
     /// An interval closed.
     fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow>;
+    /// The source said something else (see [`Step::Aside`]).
+    fn aside(&mut self, _aside: A) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
     /// The source ended (a recording's end, `notes` what the replay met on its way): stop,
     /// or go on waiting for [`Front::other`].
     fn ended(&mut self, _notes: &[Note]) -> Result<Flow> {
@@ -388,17 +397,27 @@ pub trait Front {
     }
 }
 
-/// What [`drive`] drives: a [`Pipeline`] (a trait so its rule is tested without probes).
+/// What [`drive`] drives: a [`Pipeline`], or an attached viewer's link (a trait, also so
+/// that its rule is tested without probes).
 pub trait Driven {
-    fn next(&mut self) -> impl Future<Output = Result<Step>>;
-    fn finish(&mut self) -> Result<Option<Box<Snapshot>>>;
-    fn hold(&mut self, held: bool);
+    /// What else it says besides intervals ([`Step::Aside`]).
+    type Aside;
+    fn next(&mut self) -> impl Future<Output = Result<Step<Self::Aside>>>;
+    /// The last, partial interval, which a stop cut short: none where the source keeps no
+    /// model (a link).
+    fn finish(&mut self) -> Result<Option<Box<Snapshot>>> {
+        Ok(None)
+    }
+    /// The front end paused or resumed (a paced replay stops its clock while paused).
+    fn hold(&mut self, _held: bool) {}
     fn replay_notes(&self) -> &[Note] {
         &[]
     }
 }
 
 impl Driven for Pipeline {
+    type Aside = std::convert::Infallible;
+
     fn next(&mut self) -> impl Future<Output = Result<Step>> {
         Pipeline::next(self)
     }
@@ -416,11 +435,11 @@ impl Driven for Pipeline {
     }
 }
 
-/// The one loop of the front ends that drive a pipeline: intervals to `front` until the
-/// source ends or `front` says stop (a signal, `q`, `-n`, the reader gone), then the pipeline
-/// finished whatever stopped it, the last, partial interval to [`Front::last`] (nothing
-/// after `-n`, whose last interval was the final one, nor after a recording's end).
-pub async fn drive(pipeline: &mut impl Driven, front: &mut impl Front) -> Result<()> {
+/// The one loop of every front end: intervals to `front` until the source ends or `front`
+/// says stop (a signal, `q`, `-n`, the reader gone), then the pipeline finished whatever
+/// stopped it, the last, partial interval to [`Front::last`] (nothing after `-n`, whose last
+/// interval was the final one, nor after a recording's end).
+pub async fn drive<D: Driven>(pipeline: &mut D, front: &mut impl Front<D::Aside>) -> Result<()> {
     let mut ended = false;
     loop {
         pipeline.hold(front.held());
@@ -432,6 +451,7 @@ pub async fn drive(pipeline: &mut impl Driven, front: &mut impl Front) -> Result
             step = pipeline.next(), if !ended => {
                 let flow = match step? {
                     Step::Interval(snap) => front.interval(snap)?,
+                    Step::Aside(aside) => front.aside(aside)?,
                     Step::End => {
                         ended = true;
                         front.ended(pipeline.replay_notes())?
@@ -472,6 +492,8 @@ mod tests {
     }
 
     impl Driven for Counting {
+        type Aside = std::convert::Infallible;
+
         async fn next(&mut self) -> Result<Step> {
             tokio::task::yield_now().await;
             self.seq += 1;

@@ -14,12 +14,8 @@ use crate::{
     view::{self, Focus, Theme, UiState, finding, findings, procs},
 };
 
-/// Whether the loop goes on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    Quit,
-}
+/// Whether the loop goes on: the one loop's own (`pipeline::drive`).
+pub use crate::pipeline::Flow;
 
 /// What the live view shows and how.
 pub struct App {
@@ -185,7 +181,7 @@ impl App {
     pub fn on_key(&mut self, key: KeyEvent) -> Flow {
         let ui = &mut self.ui;
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
-            return Flow::Quit;
+            return Flow::Stop;
         }
         ui.message = None;
         if ui.editing_filter {
@@ -207,7 +203,7 @@ impl App {
             // Any key closes the help; q still quits.
             ui.show_help = false;
             return if key.code == KeyCode::Char('q') {
-                Flow::Quit
+                Flow::Stop
             } else {
                 Flow::Continue
             };
@@ -243,7 +239,7 @@ impl App {
     fn on_key_below(&mut self, key: KeyEvent) -> Flow {
         let ui = &mut self.ui;
         match key.code {
-            KeyCode::Char('q') => return Flow::Quit,
+            KeyCode::Char('q') => return Flow::Stop,
             KeyCode::Char(' ' | 'p') if ui.paused => self.resume(),
             KeyCode::Char(' ' | 'p') => ui.paused = true,
             KeyCode::Char('[') | KeyCode::Left => self.step(-1),
@@ -397,7 +393,7 @@ impl App {
 mod live;
 // The snapshot's names, shown.
 mod shown;
-pub use live::{Fed, Feed, Starting, ViewOptions, drive, run, run_captioned};
+pub use live::{Fed, Starting, ViewOptions, Viewer, run, run_captioned};
 
 // Every pane on real recordings, driven through `App` as the live view drives it.
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! `iotop-bpf attach`: the live view of a running tool's intervals, from another terminal,
-//! without privileges. The same [`App`] and loop as the tool's own view ([`app::drive`]),
-//! with its own sort, selection, filter, pause and step-back; only the feed differs: the
-//! intervals come over the viewers' socket ([`crate::viewers`]).
+//! without privileges. The same [`App`], screen and loop as the tool's own view
+//! ([`pipeline::drive`], with [`app::Viewer`]), with its own sort, selection, filter, pause
+//! and step-back; only the source differs: the intervals come over the viewers' socket
+//! ([`crate::viewers`]).
 //!
 //! The first connection is made before the terminal is taken, so a refusal (permissions, a
 //! token, another version) prints plainly. After that, when the tool goes away the screen
@@ -13,10 +14,10 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use tokio::sync::mpsc;
 
-use super::app::{self, App, Fed, Feed};
+use super::app::{self, App, Fed};
 use crate::{
     model::Snapshot,
-    pipeline::RunInfo,
+    pipeline::{self, Driven, RunInfo, Step},
     view::{Link, UiState},
     viewers::{
         client::{self, Connection, Target},
@@ -78,7 +79,8 @@ pub fn run(args: &Options) -> Result<()> {
             token,
         };
         tokio::spawn(keep_linked(again, connection, tx));
-        app::drive(App::new(ui), LinkFeed::new(&welcome, rx)).await
+        let mut viewer = app::Viewer::enter(App::new(ui))?;
+        pipeline::drive(&mut LinkFeed::new(&welcome, rx), &mut viewer).await
     })
 }
 
@@ -232,16 +234,27 @@ impl LinkFeed {
     }
 }
 
-impl Feed for LinkFeed {
-    async fn next(&mut self) -> Result<Fed> {
+impl LinkFeed {
+    /// What the view is given next: what is pending, else the next event; `None` when the
+    /// link's task is gone (only when the view is). Cancel-safe: the channel is.
+    async fn fed(&mut self) -> Option<Fed> {
         if let Some(fed) = self.pending.take() {
-            return Ok(fed);
+            return Some(fed);
         }
-        match self.events.recv().await {
-            Some(event) => Ok(self.take(event)),
-            // The task ends only when the view is gone.
-            None => Ok(Fed::Quit),
-        }
+        let event = self.events.recv().await?;
+        Some(self.take(event))
+    }
+}
+
+impl Driven for LinkFeed {
+    type Aside = Fed;
+
+    async fn next(&mut self) -> Result<Step<Fed>> {
+        Ok(match self.fed().await {
+            Some(Fed::Interval(snap)) => Step::Interval(snap),
+            Some(fed) => Step::Aside(fed),
+            None => Step::End,
+        })
     }
 }
 

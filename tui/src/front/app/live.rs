@@ -1,5 +1,6 @@
-//! The live view's loops: over a pipeline (the pipeline's own, `pipeline::drive`, with
-//! [`LiveFront`]) and over an attached viewer's link ([`drive`]), both through one [`Screen`].
+//! The live view as a front end of the one loop (`pipeline::drive`): over a pipeline
+//! ([`LiveFront`]: the probes, a recording, the demo) and over an attached viewer's link
+//! ([`Viewer`]), both through one [`Screen`].
 
 use anyhow::{Context as _, Result};
 use crossterm::event::EventStream;
@@ -152,17 +153,6 @@ pub enum Fed {
     },
     /// The link of an attached viewer to its tool changed.
     Link(Link),
-    /// Stop (`-n` intervals shown).
-    Quit,
-}
-
-/// Where the live view's intervals come from: a [`Pipeline`] (the probes, a recording, the
-/// demo) or a running tool's published intervals (`attach`).
-pub trait Feed {
-    /// Waits for what comes next. Cancel-safe: the loop waits for keys and signals beside it.
-    fn next(&mut self) -> impl Future<Output = Result<Fed>>;
-    /// The view was paused or resumed (a paced replay stops its clock while paused).
-    fn hold(&mut self, _paused: bool) {}
 }
 
 impl App {
@@ -199,7 +189,6 @@ impl App {
                 }
                 self.ui.link = Some(link);
             }
-            Fed::Quit => return Flow::Quit,
         }
         Flow::Continue
     }
@@ -232,49 +221,63 @@ impl Screen {
     async fn keys(&mut self) -> Result<Flow> {
         tokio::select! {
             biased;
-            () = self.shutdown.recv() => Ok(Flow::Quit),
+            () = self.shutdown.recv() => Ok(Flow::Stop),
             event = self.input.next() => match event {
                 Some(Ok(event)) => {
-                    if self.app.on_event(&event) == Flow::Quit {
-                        return Ok(Flow::Quit);
+                    if self.app.on_event(&event) == Flow::Stop {
+                        return Ok(Flow::Stop);
                     }
                     self.app.draw(self.guard.terminal())?;
                     Ok(Flow::Continue)
                 }
                 Some(Err(e)) => Err(e).context("read the terminal"),
-                None => Ok(Flow::Quit),
+                None => Ok(Flow::Stop),
             },
         }
     }
 
     /// Takes in what the feed gave and redraws.
     fn take(&mut self, fed: Fed) -> Result<Flow> {
-        if self.app.apply(fed) == Flow::Quit {
-            return Ok(Flow::Quit);
+        if self.app.apply(fed) == Flow::Stop {
+            return Ok(Flow::Stop);
         }
         self.app.draw(self.guard.terminal())?;
         Ok(Flow::Continue)
     }
 }
 
-/// The live view's loop over a [`Feed`] (an attached viewer's link): takes the terminal,
-/// draws, answers keys and signals, and gives the terminal back however it ends. Over a
-/// pipeline, the loop is the pipeline's own ([`pipeline::drive`], with [`LiveFront`]).
-pub async fn drive(app: App, mut feed: impl Feed) -> Result<()> {
-    let mut screen = Screen::enter(app)?;
-    loop {
-        feed.hold(screen.app.ui.paused);
-        tokio::select! {
-            biased;
-            flow = screen.keys() => if flow? == Flow::Quit {
-                break;
-            },
-            fed = feed.next() => if screen.take(fed?)? == Flow::Quit {
-                break;
-            },
-        }
+/// The live view of an attached viewer: the screen, over a link's intervals and asides
+/// (the run shown, the link's state). The link never ends while the view is there; its task
+/// gone, the view ends.
+pub struct Viewer {
+    screen: Screen,
+}
+
+impl Viewer {
+    /// Takes the terminal and draws `app`.
+    pub fn enter(app: App) -> Result<Self> {
+        Ok(Self {
+            screen: Screen::enter(app)?,
+        })
     }
-    Ok(())
+}
+
+impl Front<Fed> for Viewer {
+    async fn other(&mut self) -> Result<Flow> {
+        self.screen.keys().await
+    }
+
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
+        self.screen.take(Fed::Interval(snap))
+    }
+
+    fn aside(&mut self, fed: Fed) -> Result<Flow> {
+        self.screen.take(fed)
+    }
+
+    fn held(&self) -> bool {
+        self.screen.app.ui.paused
+    }
 }
 
 /// The live view as a [`Pipeline`]'s front end (the probes, a recording, the demo), with the
@@ -306,42 +309,34 @@ impl LiveFront {
     }
 }
 
-/// The live view's flow as the pipeline's loop's.
-fn flow(flow: Flow) -> pipeline::Flow {
-    match flow {
-        Flow::Continue => pipeline::Flow::Continue,
-        Flow::Quit => pipeline::Flow::Stop,
-    }
-}
-
 impl Front for LiveFront {
-    async fn other(&mut self) -> Result<pipeline::Flow> {
+    async fn other(&mut self) -> Result<Flow> {
         loop {
             tokio::select! {
                 biased;
-                keys = self.screen.keys() => return keys.map(flow),
+                keys = self.screen.keys() => return keys,
                 _ = self.caption_poll.tick(), if self.captions.is_some() => {
                     let latest = self.captions.as_ref().and_then(|rx| rx.try_iter().last());
                     if let Some(caption) = latest {
-                        return self.screen.take(Fed::Caption(caption)).map(flow);
+                        return self.screen.take(Fed::Caption(caption));
                     }
                 }
             }
         }
     }
 
-    fn interval(&mut self, snap: Box<Snapshot>) -> Result<pipeline::Flow> {
+    fn interval(&mut self, snap: Box<Snapshot>) -> Result<Flow> {
         self.intervals += 1;
         self.recorded();
-        if self.screen.take(Fed::Interval(snap))? == Flow::Quit
+        if self.screen.take(Fed::Interval(snap))? == Flow::Stop
             || self.limit.is_some_and(|n| self.intervals >= n)
         {
-            return Ok(pipeline::Flow::Stop);
+            return Ok(Flow::Stop);
         }
-        Ok(pipeline::Flow::Continue)
+        Ok(Flow::Continue)
     }
 
-    fn ended(&mut self, notes: &[Note]) -> Result<pipeline::Flow> {
+    fn ended(&mut self, notes: &[Note]) -> Result<Flow> {
         // Where the recording was cut short or damaged, rather than its end.
         let note = match (notes.iter().rev().find(|n| n.ends_early()), &self.replay) {
             (Some(note), _) => format!("{} (q quits)", note.line()),
@@ -349,7 +344,7 @@ impl Front for LiveFront {
             (None, None) => "no more intervals (q quits)".to_string(),
         };
         // The view stays until q.
-        self.screen.take(Fed::Ended(note)).map(flow)
+        self.screen.take(Fed::Ended(note))
     }
 
     fn held(&self) -> bool {

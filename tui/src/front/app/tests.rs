@@ -25,10 +25,10 @@ fn typed(app: &mut App, text: &str) {
 fn q_and_ctrl_c_quit() {
     let mut app = app();
     assert_eq!(press(&mut app, KeyCode::Char('x')), Flow::Continue);
-    assert_eq!(press(&mut app, KeyCode::Char('q')), Flow::Quit);
+    assert_eq!(press(&mut app, KeyCode::Char('q')), Flow::Stop);
     assert_eq!(
         app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
-        Flow::Quit
+        Flow::Stop
     );
 }
 

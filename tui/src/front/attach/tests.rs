@@ -137,10 +137,10 @@ fn the_feed_gives_the_pending_interval_before_reading_on() {
         tx.send(interval(3, 2)).await.unwrap();
         assert!(matches!(
             link.next().await.unwrap(),
-            Fed::Link(Link::Attached { lost: 2 })
+            Step::Aside(Fed::Link(Link::Attached { lost: 2 }))
         ));
-        assert!(matches!(link.next().await.unwrap(), Fed::Interval(s) if s.seq == 3));
+        assert!(matches!(link.next().await.unwrap(), Step::Interval(s) if s.seq == 3));
         drop(tx);
-        assert!(matches!(link.next().await.unwrap(), Fed::Quit));
+        assert!(matches!(link.next().await.unwrap(), Step::End));
     });
 }
