@@ -373,17 +373,16 @@ pub(super) fn attach_all<'p>(
 /// Each refused program's loss in `report`, and the sync sources it leaves without a program.
 pub(super) fn report_refusals(
     report: &mut ProbeReport,
-    steps: &[Step],
     refused: &[(&Step, String)],
     failed: &HashMap<&str, String>,
 ) {
     for (step, reason) in refused {
-        // A program with a plainer replacement: the replacement was tried, and either it
-        // does the same work (nothing lost) or it was refused too, and its loss is the
-        // whole of it, said once. (The first choice's verifier log is in `check --verbose`.)
-        if steps
+        // A program whose plainer replacement was refused too: the replacement's loss is
+        // the whole of it, and said once. (Where the replacement runs, the first choice's
+        // part says what the plainer one lacks.)
+        if refused
             .iter()
-            .any(|other| other.instead_of == Some(step.program))
+            .any(|(other, _)| other.instead_of == Some(step.program))
         {
             continue;
         }

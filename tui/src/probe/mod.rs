@@ -200,12 +200,7 @@ impl Probes {
             ..ProbeReport::default()
         };
         let attached = attach_all(&mut ebpf, plan, btf, &mut report)?;
-        report_refusals(
-            &mut report,
-            &plan.steps,
-            &attached.refused,
-            &attached.failed,
-        );
+        report_refusals(&mut report, &attached.refused, &attached.failed);
         Ok(Self {
             ebpf,
             links: attached.links,

@@ -147,7 +147,8 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
 /// Plans `programs.0` on `tp_btf`, which reads the request by direct loads, and
 /// `programs.1`, the raw program doing the same work with the helper, for where the kernel
 /// refuses the first (none under lockdown, which refuses the helper). Part `Block`: whichever
-/// loads is required.
+/// loads is required. The first serves `part` only under lockdown; elsewhere, refused, it
+/// costs only the direct loads (`Part::TypedReads`), its twin doing the work.
 fn typed_first(
     plan: &mut Plan,
     programs: (&'static str, &'static str),
@@ -157,13 +158,14 @@ fn typed_first(
 ) {
     let (typed, raw) = programs;
     let required = part == Part::Block;
-    let first = Step::btf(typed, tracepoint, part);
     if lockdown {
+        let first = Step::btf(typed, tracepoint, part);
         plan.steps
             .push(if required { first.required() } else { first });
         return;
     }
-    plan.steps.push(first);
+    plan.steps
+        .push(Step::btf(typed, tracepoint, Part::TypedReads));
     let fallback = Step::raw(raw, tracepoint, part).instead_of(typed);
     plan.steps.push(if required {
         fallback.required()

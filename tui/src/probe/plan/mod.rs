@@ -94,6 +94,9 @@ pub enum Part {
     DirtyPauses,
     /// Write-back charged to the process that dirtied the pages.
     WritebackBlame,
+    /// Requests read by direct loads (`tp_btf`); without, their raw twins read them with a
+    /// helper call, which costs more per request.
+    TypedReads,
 }
 
 impl Part {
@@ -115,6 +118,9 @@ impl Part {
             Self::CallLatency => "direct I/O call latency is not measured",
             Self::DirtyPauses => "dirty throttling is not seen",
             Self::WritebackBlame => "write-back is charged to the flusher",
+            Self::TypedReads => {
+                "requests are read with bpf_probe_read_kernel, not direct loads (more BPF time per request)"
+            }
         }
     }
 }
