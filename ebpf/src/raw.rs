@@ -190,36 +190,39 @@ pub fn block_issue_btf(ctx: BtfTracePointContext) -> i32 {
 /// requeued request is inserted again after it, and keeps its first split.
 #[raw_tracepoint(tracepoint = "block_rq_insert")]
 pub fn raw_block_insert(ctx: RawTracePointContext) -> i32 {
-    // Without a scheduler the kernel inserts most requests too (from the plug onto the
-    // dispatch list): ~70 ns per I/O for a split nobody shows, so only while user space
-    // says a disk with a scheduler is busy.
-    if !matches!(SCHED_SPLIT_ON.get(0), Some(&on) if on != 0) {
-        return 0;
-    }
     let rq = request(&ctx);
-    // And only for requests that really go into a scheduler (`RQF_USE_SCHED`): one read
-    // spares the in-flight lookup on the other disks.
-    let bit = offset!(bit_use_sched);
-    if bit < 32 && read::<u32>(rq, offset!(rq_flags)).unwrap_or(0) & (1 << bit) == 0 {
-        return 0;
-    }
-    inserted(&key(rq));
+    split_at_insert(
+        || read::<u32>(rq, offset!(rq_flags)).unwrap_or(0),
+        || key(rq),
+    );
     0
 }
 
 /// [`raw_block_insert`] on `tp_btf`, by direct loads.
 #[btf_tracepoint(function = "block_rq_insert")]
 pub fn block_insert_btf(ctx: BtfTracePointContext) -> i32 {
-    if !matches!(SCHED_SPLIT_ON.get(0), Some(&on) if on != 0) {
-        return 0;
-    }
     let rq = request(&ctx);
-    let bit = offset!(bit_use_sched);
-    if bit < 32 && load_u32(rq, offset!(rq_flags)) & (1 << bit) == 0 {
-        return 0;
-    }
-    inserted(&key(address(rq)));
+    split_at_insert(|| load_u32(rq, offset!(rq_flags)), || key(address(rq)));
     0
+}
+
+/// The insert's part of btt's split, whichever way the request is read: `rq_flags` reads
+/// its flags, `key` its in-flight key, each only when needed.
+#[inline(always)]
+fn split_at_insert(rq_flags: impl FnOnce() -> u32, key: impl FnOnce() -> InFlightKey) {
+    // Without a scheduler the kernel inserts most requests too (from the plug onto the
+    // dispatch list): ~70 ns per I/O for a split nobody shows, so only while user space
+    // says a disk with a scheduler is busy.
+    if !matches!(SCHED_SPLIT_ON.get(0), Some(&on) if on != 0) {
+        return;
+    }
+    // And only for requests that really go into a scheduler (`RQF_USE_SCHED`): one read
+    // spares the in-flight lookup on the other disks.
+    let bit = offset!(bit_use_sched);
+    if bit < 32 && rq_flags() & (1 << bit) == 0 {
+        return;
+    }
+    inserted(&key());
 }
 
 /// The switch of [`raw_block_insert`] (one entry; non-zero: on), turned by user space.
