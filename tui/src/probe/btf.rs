@@ -23,6 +23,8 @@ pub enum BtfError {
     NoEnumValue(String),
     #[error("no raw tracepoint {0} in the kernel's BTF (no btf_trace_{0})")]
     NoTracepoint(String),
+    #[error("no function {0} in the kernel's BTF")]
+    NoFunction(String),
     #[cfg(test)]
     #[error("raw tracepoint {0}: argument {1} is not a pointer to a struct")]
     NotAStructPointer(String, usize),
@@ -101,6 +103,9 @@ pub struct Btf {
     /// `__bpf_trace_<tracepoint>` functions: the same prototypes, with parameter names
     /// (where the kernel's BTF has them: 6.1 and later, here).
     tracepoint_funcs: HashMap<String, u32>,
+    /// Every function: its name (a string offset) and prototype; searched, not indexed, as
+    /// only a few are asked for.
+    functions: Vec<(u32, u32)>,
     /// Types and string bytes of the base (vmlinux) BTF: a module's split BTF numbers its
     /// types and strings after them.
     base_types: u32,
@@ -185,6 +190,7 @@ impl Btf {
             param_names: Vec::new(),
             tracepoints: HashMap::new(),
             tracepoint_funcs: HashMap::new(),
+            functions: Vec::new(),
             type_names: HashMap::new(),
             base_types: 0,
             base_strings: 0,
@@ -273,6 +279,7 @@ impl Btf {
                         btf.tracepoint_funcs
                             .insert(tracepoint.to_string(), ty(size_or_type));
                     }
+                    btf.functions.push((name, ty(size_or_type)));
                     Type::Other
                 }
                 KIND_FWD | KIND_FLOAT => Type::Other,
@@ -543,6 +550,27 @@ impl Btf {
             return Err(missing());
         };
         Ok(len.saturating_sub(1))
+    }
+
+    /// The parameters of kernel function `name` (what a trampoline's program is passed).
+    pub fn function_params(&self, name: &str) -> Result<Vec<Param>, BtfError> {
+        let missing = || BtfError::NoFunction(name.to_string());
+        let &(_, proto) = (self.functions.iter())
+            .find(|&&(n, _)| self.string(n) == name)
+            .ok_or_else(missing)?;
+        let Some(&Type::FuncProto { start, len }) = self.types.get(self.resolve(proto) as usize)
+        else {
+            return Err(missing());
+        };
+        Ok((start..start + len)
+            .map(|i| Param {
+                name: Some(self.param_names[i])
+                    .filter(|&n| n != 0)
+                    .map(|n| self.string(n).to_string()),
+                ty: self.c_type(self.params[i]),
+                size: self.size_of(self.params[i]),
+            })
+            .collect())
     }
 
     pub fn enum_value(&self, name: &str) -> Result<i64, BtfError> {

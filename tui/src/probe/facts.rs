@@ -138,6 +138,8 @@ pub struct KernelFacts {
     enums: RefCell<BTreeMap<String, Option<i64>>>,
     raw: RefCell<BTreeMap<String, Option<Vec<Param>>>>,
     events: RefCell<BTreeMap<String, Option<EventFormat>>>,
+    #[serde(default)]
+    functions: RefCell<BTreeMap<String, Option<Vec<Param>>>>,
     #[serde(skip)]
     live: Option<Live>,
     #[serde(skip)]
@@ -258,6 +260,14 @@ impl KernelFacts {
     pub fn raw_tracepoint(&self, tracepoint: &str) -> Option<Vec<Param>> {
         self.ask(&self.raw, tracepoint.to_string(), |l| {
             l.btf.as_ref()?.raw_tracepoint_params(tracepoint).ok()
+        })
+    }
+
+    /// The parameters of kernel function `name`, or `None` where its BTF has no such
+    /// function.
+    pub fn function(&self, name: &str) -> Option<Vec<Param>> {
+        self.ask(&self.functions, name.to_string(), |l| {
+            l.btf.as_ref()?.function_params(name).ok()
         })
     }
 
