@@ -125,7 +125,7 @@ static ADDRESS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Stored to a map and read back (volatile both ways: the compiler must not forward the
 /// value), it is a scalar to the verifier.
 #[inline(always)]
-fn address(typed: u64) -> u64 {
+pub fn address(typed: u64) -> u64 {
     match ADDRESS.get_ptr_mut(0) {
         // SAFETY: this CPU's slot, a u64.
         Some(slot) => unsafe {

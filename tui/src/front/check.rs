@@ -63,6 +63,7 @@ pub fn run(args: &Options) -> Result<()> {
     }
     let probes = Probes::start(&env)?;
     say(format!("probes: {}", probes.report.mode));
+    say(format!("system calls: {}", probes.report.syscall_path));
     for tp in &probes.report.attached {
         say(format!("attached: {tp}"));
     }

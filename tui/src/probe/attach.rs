@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    programs::{BtfTracePoint, Iter, Program, ProgramError, RawTracePoint, TracePoint},
+    programs::{
+        BtfTracePoint, FEntry, FExit, Iter, Program, ProgramError, RawTracePoint, TracePoint,
+    },
 };
 use iotop_bpf_common::{
     blame::GLOBAL_BLAME_OFFSETS,
@@ -30,7 +32,7 @@ use iotop_bpf_common::{
 
 use super::{
     DSTATE_RECORD_MIN_NS, ProbeReport, STACK_MIN_GAP_NS, WAKEUP_BYTES, as_classic, as_raw,
-    plan::{Attach, Plan, Step},
+    plan::{Attach, Plan, Step, TRAMPOLINES},
 };
 
 /// The object's programs by name, each borrowed on its own: one can be verified on another
@@ -108,9 +110,10 @@ impl Refusal {
                     (Some(reason), _) => format!("the verifier refused it: {reason} ({io_error})"),
                     (None, _) => format!("loading it failed: {io_error}"),
                 };
+                // An empty log is no verifier's refusal (an LSM's EPERM, say): the line says it.
                 return Self {
                     line,
-                    log: Some(log),
+                    log: (!log.trim().is_empty()).then_some(log),
                 };
             }
         }
@@ -144,6 +147,38 @@ fn load_and_attach(
             let link = program
                 .attach()
                 .with_context(|| format!("attach to tp_btf {name}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+        Attach::Entry(function) => {
+            let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
+            let program: &mut FEntry = programs
+                .get_mut(step.program)
+                .map(|p| &mut **p)
+                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
+                .try_into()
+                .with_context(|| format!("{} is not an fentry program", step.program))?;
+            if first {
+                program.load(function, btf)?;
+            }
+            let link = program
+                .attach()
+                .with_context(|| format!("attach a trampoline to {function}"))?;
+            Ok(Some(Box::new(program.take_link(link)?)))
+        }
+        Attach::Exit(function) => {
+            let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
+            let program: &mut FExit = programs
+                .get_mut(step.program)
+                .map(|p| &mut **p)
+                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
+                .try_into()
+                .with_context(|| format!("{} is not an fexit program", step.program))?;
+            if first {
+                program.load(function, btf)?;
+            }
+            let link = program
+                .attach()
+                .with_context(|| format!("attach a trampoline to {function}'s return"))?;
             Ok(Some(Box::new(program.take_link(link)?)))
         }
         Attach::Iter(kind) => {
@@ -271,6 +306,8 @@ pub(super) fn attach_all<'p>(
     let mut deferred = Vec::new();
     let mut refused: Vec<(&Step, String)> = Vec::new();
     let mut failed: HashMap<&str, String> = HashMap::new();
+    // Kept apart until every trampoline is attached: one refused detaches them all.
+    let mut trampolines: Vec<Box<dyn Send>> = Vec::new();
     let mut programs: Programs<'_> = ebpf.programs_mut().collect();
     std::thread::scope(|scope| -> Result<()> {
         let mut aside = verified_aside(plan).and_then(|step| {
@@ -284,23 +321,7 @@ pub(super) fn attach_all<'p>(
             ))
         });
         for step in &plan.steps {
-            if let Some(reason) = failed.get(step.program) {
-                let reason = reason.clone();
-                failed.insert(step.program, reason);
-                continue;
-            }
-            // The plainer program is for when the first choice was refused.
-            if let Some(first_choice) = step.instead_of
-                && !failed.contains_key(first_choice)
-            {
-                continue;
-            }
-            if let Some(first) = step.after
-                && failed.contains_key(first)
-            {
-                let reason = format!("{first} is not attached");
-                refused.push((step, reason.clone()));
-                failed.insert(step.program, reason);
+            if passed_over(step, &mut failed, &mut refused) {
                 continue;
             }
             // The program verified aside is taken back in its turn (its error, if the
@@ -321,6 +342,10 @@ pub(super) fn attach_all<'p>(
                 None => load_and_attach(&mut programs, btf, step, &mut loaded),
             };
             match attached {
+                Ok(Some(link)) if step.is_trampoline() => {
+                    trampolines.push(link);
+                    report.attached.push(step.attach.to_string());
+                }
                 Ok(Some(link)) => {
                     links.push(link);
                     report.attached.push(step.attach.to_string());
@@ -338,6 +363,14 @@ pub(super) fn attach_all<'p>(
                 }
                 Err(e) => {
                     let refusal = Refusal::of(e, plan.lockdown.as_deref());
+                    if step.is_trampoline() {
+                        // Their raw twins take over, alone: dropping a link detaches it.
+                        trampolines.clear();
+                        report
+                            .attached
+                            .retain(|a| !a.starts_with("fentry:") && !a.starts_with("fexit:"));
+                        failed.insert(TRAMPOLINES, refusal.line.clone());
+                    }
                     if step.required {
                         bail!(
                             "{} ({}) could not be used, and iotop-bpf needs it: {}{}",
@@ -362,12 +395,48 @@ pub(super) fn attach_all<'p>(
         Ok(())
     })?;
     drop(programs);
+    links.append(&mut trampolines);
     Ok(Attached {
         links,
         deferred,
         refused,
         failed,
     })
+}
+
+/// Whether `step` is not tried: its program (or, for a trampoline, any trampoline) failed
+/// already, its first choice was not refused, or what it follows is not attached (noted as
+/// its refusal).
+fn passed_over<'p>(
+    step: &'p Step,
+    failed: &mut HashMap<&'p str, String>,
+    refused: &mut Vec<(&'p Step, String)>,
+) -> bool {
+    let before = step
+        .is_trampoline()
+        .then(|| failed.get(TRAMPOLINES))
+        .flatten()
+        .or_else(|| failed.get(step.program))
+        .cloned();
+    if let Some(reason) = before {
+        failed.insert(step.program, reason);
+        return true;
+    }
+    // The plainer program is for when the first choice was refused.
+    if let Some(first_choice) = step.instead_of
+        && !failed.contains_key(first_choice)
+    {
+        return true;
+    }
+    if let Some(first) = step.after
+        && failed.contains_key(first)
+    {
+        let reason = format!("{first} is not attached");
+        refused.push((step, reason.clone()));
+        failed.insert(step.program, reason);
+        return true;
+    }
+    false
 }
 
 /// Each refused program's loss in `report`, and the sync sources it leaves without a program.
@@ -380,10 +449,10 @@ pub(super) fn report_refusals(
         // A program whose plainer replacement was refused too: the replacement's loss is
         // the whole of it, and said once. (Where the replacement runs, the first choice's
         // part says what the plainer one lacks.)
-        if refused
-            .iter()
-            .any(|(other, _)| other.instead_of == Some(step.program))
-        {
+        if refused.iter().any(|(other, _)| {
+            other.instead_of == Some(step.program)
+                || (step.is_trampoline() && other.instead_of == Some(TRAMPOLINES))
+        }) {
             continue;
         }
         report.degraded.push(format!(

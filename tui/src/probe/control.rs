@@ -139,7 +139,7 @@ impl Probes {
                     })?;
                     Box::new(program.take_link(link)?)
                 }
-                Attach::Btf(_) | Attach::Iter(_) => {
+                Attach::Btf(_) | Attach::Iter(_) | Attach::Entry(_) | Attach::Exit(_) => {
                     bail!("{} ({}) is never deferred", step.program, step.attach)
                 }
             };

@@ -71,6 +71,8 @@ const STACK_MIN_GAP_NS: u64 = 10_000_000;
 pub struct ProbeReport {
     /// Raw or classic tracepoints for the block probes, and why.
     pub mode: String,
+    /// Where the system-call probes run, and why.
+    pub syscall_path: String,
     pub attached: Vec<String>,
     /// Human-readable notes on missing sources, e.g. attribution falling back.
     pub degraded: Vec<String>,
@@ -194,12 +196,22 @@ impl Probes {
 
         let mut report = ProbeReport {
             mode: plan.mode.clone(),
+            syscall_path: plan.syscall_path.clone(),
             degraded: plan.notes.clone(),
             call_latency: plan.call_latency,
             sync_sources: plan.sync_sources.clone(),
             ..ProbeReport::default()
         };
         let attached = attach_all(&mut ebpf, plan, btf, &mut report)?;
+        if let Some(why) = attached.failed.get(plan::TRAMPOLINES) {
+            report.syscall_path = if attached.failed.contains_key("raw_sys_exit") {
+                format!("none: a trampoline and raw sys_exit were refused: {why}")
+            } else {
+                format!(
+                    "raw sys_enter/sys_exit, run on every system call of the host: a trampoline was refused: {why}"
+                )
+            };
+        }
         report_refusals(&mut report, &attached.refused, &attached.failed);
         Ok(Self {
             ebpf,

@@ -53,8 +53,16 @@ pub(super) fn smoke_cells(out: &Path, mode: &str) -> Vec<(String, Cell)> {
 
 /// The `loads` cell: `check` exits 0 as root with nothing refused (under lockdown: naming
 /// lockdown, its refusals counted); its mode and notes.
-pub(super) fn loads_cell(out: &Path, expect: Expect) -> Cell {
+pub(super) fn loads_cell(out: &Path, expect: Expect, syscalls: &str) -> Cell {
     let check = fs::read_to_string(out.join("check.txt")).unwrap_or_default();
+    let path = check
+        .lines()
+        .find_map(|l| l.strip_prefix("system calls: "))
+        .unwrap_or("not named");
+    if !path.starts_with(syscalls) {
+        return Err(format!("system calls: {path} (expected {syscalls})"));
+    }
+    let path = path.split([':', ' ']).next().unwrap_or(path);
     let version = fs::read_to_string(out.join("version.txt")).unwrap_or_default();
     if !version.contains("rc=0") {
         return Err(format!("--version: {}", version.trim()));
@@ -78,7 +86,7 @@ pub(super) fn loads_cell(out: &Path, expect: Expect) -> Cell {
             .count();
         return if typed && named > 0 {
             Ok(format!(
-                "runs with its block probes typed; {refused} programs refused, {named} losses named with lockdown"
+                "runs with its block probes typed; {refused} programs refused, {named} losses named with lockdown; system calls: {path}"
             ))
         } else {
             Err(format!(
@@ -103,7 +111,7 @@ pub(super) fn loads_cell(out: &Path, expect: Expect) -> Cell {
         .filter(|l| l.starts_with("degraded: "))
         .count();
     Ok(format!(
-        "{attached} probes ({raw} raw), {refused} refused, {degraded} notes"
+        "{attached} probes ({raw} raw), {refused} refused, {degraded} notes; system calls: {path}"
     ))
 }
 
@@ -203,7 +211,7 @@ impl Row {
 /// The table, in Markdown.
 pub(super) fn table(rows: &[Row]) -> String {
     let mut md = String::from(
-        "| kernel | loads | attribution = diskstats | syncs (short-lived) | D state, wait sites | findings (lab001, XFS tail) | documented capabilities | write-back to the dirtier |\n|---|---|---|---|---|---|---|---|\n",
+        "| kernel | loads | system calls on | attribution = diskstats | syncs (short-lived) | D state, wait sites | findings (lab001, XFS tail) | documented capabilities | write-back to the dirtier |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
         let findings = row.all(|n| n == "lab001" || n == "xfs tail");
@@ -211,9 +219,18 @@ pub(super) fn table(rows: &[Row]) -> String {
             ("yes", None) => "yes (lab001; no XFS here)",
             (mark, _) => mark,
         };
+        // The path `check` named, with the `other calls` cell's verdict where it ran.
+        let path = match row.get("loads") {
+            Some(Ok(detail)) => detail.rsplit("system calls: ").next().unwrap_or("?"),
+            _ => "?",
+        };
+        let path = match row.get("other calls") {
+            Some(Err(_)) => format!("{path}: **NO**"),
+            _ => path.to_string(),
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {findings} | {} | {} |",
+            "| {} | {} | {path} | {} | {} | {} | {findings} | {} | {} |",
             row.kernel,
             mark(row.get("loads")),
             mark(row.get("attribution")),

@@ -48,6 +48,7 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "",
         expect: Expect::Everything,
         writeback: false,
+        syscalls: "raw",
     },
     Kernel {
         name: "6.1",
@@ -58,6 +59,7 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "",
         expect: Expect::Everything,
         writeback: false,
+        syscalls: "trampolines",
     },
     Kernel {
         name: "6.12",
@@ -68,6 +70,7 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "",
         expect: Expect::Everything,
         writeback: false,
+        syscalls: "trampolines",
     },
     Kernel {
         name: "7.3",
@@ -78,6 +81,7 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "",
         expect: Expect::Everything,
         writeback: true,
+        syscalls: "trampolines",
     },
     Kernel {
         name: "lockdown-6.12",
@@ -88,6 +92,7 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "lockdown=confidentiality",
         expect: Expect::Lockdown,
         writeback: false,
+        syscalls: "none",
     },
     Kernel {
         name: "arm64-6.1",
@@ -98,6 +103,7 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "",
         expect: Expect::Everything,
         writeback: false,
+        syscalls: "raw",
     },
     Kernel {
         name: "arm64-6.12",
@@ -108,5 +114,6 @@ pub(super) const KERNELS: [Kernel; 7] = [
         append: "",
         expect: Expect::Everything,
         writeback: false,
+        syscalls: "trampolines",
     },
 ];

@@ -51,6 +51,9 @@ struct Kernel {
     expect: Expect,
     /// Also run the write-back test (write-back charged to the process that dirtied it).
     writeback: bool,
+    /// Where its system-call probes must run: how `check`'s `system calls:` line begins
+    /// (`trampolines`, `raw`, or `none` under lockdown).
+    syscalls: &'static str,
 }
 
 /// What a kernel's row must show to pass.
@@ -293,7 +296,10 @@ fn run_kernel(kernel: &Kernel, guests: &Guests, out: &Path) -> Result<Vec<(Strin
             )?;
         }
     }
-    cells.push(("loads".to_string(), loads_cell(out, kernel.expect)));
+    cells.push((
+        "loads".to_string(),
+        loads_cell(out, kernel.expect, kernel.syscalls),
+    ));
     let check = fs::read_to_string(out.join("check.txt")).unwrap_or_default();
     let judged = |(name, cell): (String, Cell)| match kernel.expect {
         Expect::Everything => (name, cell),

@@ -82,7 +82,7 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
     let write_end = if raw_syscalls {
         Some(WriteEnd {
             program: "raw_sys_exit",
-            how: "ended by the write's exit (raw sys_exit)",
+            how: "ended by the write's exit (its trampoline, else raw sys_exit)",
         })
     } else if classic.is_ok() {
         synced_writes::classic_write_exits(k, plan, &mut b)
@@ -124,7 +124,12 @@ fn sync_calls(raw_syscalls: bool, plan: &mut Plan) {
     plan.sync_sources.push(SyncSource {
         kind: SyncSourceKind::SyncCalls,
         name: "fsync, fdatasync, sync_file_range, syncfs, sync, msync(MS_SYNC)",
-        status: if raw_syscalls {
+        status: if plan.steps.iter().any(Step::is_trampoline) {
+            Ok(format!(
+                "trampolines on their entry functions, else raw sys_enter/sys_exit: {} (entry and exit)",
+                syscalls::sync_calls()
+            ))
+        } else if raw_syscalls {
             Ok(format!(
                 "raw sys_enter/sys_exit: {} (entry and exit)",
                 syscalls::sync_calls()

@@ -48,6 +48,10 @@ pub enum Attach {
     /// A BPF iterator over kernel objects of this kind: loaded, and run by user space when it
     /// reads (`Probes::threads_in_d`), never attached to an event.
     Iter(&'static str),
+    /// A trampoline at a kernel function's entry (fentry): runs only where that function does.
+    Entry(&'static str),
+    /// A trampoline at a kernel function's return (fexit), which also sees the return value.
+    Exit(&'static str),
 }
 
 impl std::fmt::Display for Attach {
@@ -57,6 +61,8 @@ impl std::fmt::Display for Attach {
             Self::Btf(name) => write!(f, "tp_btf:{name}"),
             Self::Classic(category, name) => write!(f, "{category}:{name}"),
             Self::Iter(kind) => write!(f, "iter:{kind}"),
+            Self::Entry(function) => write!(f, "fentry:{function}"),
+            Self::Exit(function) => write!(f, "fexit:{function}"),
         }
     }
 }
@@ -97,6 +103,9 @@ pub enum Part {
     /// Requests read by direct loads (`tp_btf`); without, their raw twins read them with a
     /// helper call, which costs more per request.
     TypedReads,
+    /// The system-call probes on the followed calls only (trampolines); without, raw
+    /// `sys_enter`/`sys_exit` do the same work and run on every system call of the host.
+    Trampolines,
 }
 
 impl Part {
@@ -120,6 +129,9 @@ impl Part {
             Self::WritebackBlame => "write-back is charged to the flusher",
             Self::TypedReads => {
                 "requests are read with bpf_probe_read_kernel, not direct loads (more BPF time per request)"
+            }
+            Self::Trampolines => {
+                "every system call of the host runs the sync probes (raw sys_enter/sys_exit), not only the calls they follow"
             }
         }
     }
@@ -160,6 +172,25 @@ impl Step {
             attach: Attach::Btf(tracepoint),
             ..Self::raw(program, tracepoint, part)
         }
+    }
+
+    fn entry(program: &'static str, function: &'static str, part: Part) -> Self {
+        Self {
+            attach: Attach::Entry(function),
+            ..Self::raw(program, function, part)
+        }
+    }
+
+    fn exit(program: &'static str, function: &'static str, part: Part) -> Self {
+        Self {
+            attach: Attach::Exit(function),
+            ..Self::raw(program, function, part)
+        }
+    }
+
+    /// A trampoline: attached with all the others or not at all ([`TRAMPOLINES`]).
+    pub fn is_trampoline(&self) -> bool {
+        matches!(self.attach, Attach::Entry(_) | Attach::Exit(_))
     }
 
     fn iter(program: &'static str, kind: &'static str, part: Part) -> Self {
@@ -209,6 +240,11 @@ impl Step {
         }
     }
 }
+
+/// What the system-call probes' raw twins are `instead_of`: the trampolines as one. One
+/// refused leaves the others detached too, or a call could begin in one and end in another
+/// way, or be seen twice.
+pub const TRAMPOLINES: &str = "the system-call trampolines";
 
 /// The values of the programs' globals.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,6 +319,9 @@ pub struct Options {
 pub struct Plan {
     /// Raw or classic tracepoints for the block probes, and why.
     pub mode: String,
+    /// Where the system-call probes run (trampolines, raw `sys_enter`/`sys_exit`, classic
+    /// tracepoints), and why.
+    pub syscall_path: String,
     /// In load and attach order: a program is listed after the one it follows (`after`).
     pub steps: Vec<Step>,
     pub globals: Globals,
@@ -319,6 +358,7 @@ fn classic_allowed(k: &KernelFacts) -> Result<(), String> {
 pub fn plan(k: &KernelFacts, options: Options) -> Result<Plan, String> {
     let mut plan = Plan {
         mode: String::new(),
+        syscall_path: String::new(),
         steps: Vec::new(),
         globals: Globals {
             fault: options.fault,

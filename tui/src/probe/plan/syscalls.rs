@@ -1,6 +1,7 @@
-//! The system-call probes: sync calls and written bytes. On raw `sys_enter`/`sys_exit`
-//! (one program each, dispatched by number) where BTF describes `struct pt_regs`; on the
-//! classic per-call tracepoints otherwise.
+//! The system-call probes: sync calls and written bytes. On trampolines at the followed
+//! calls' entry functions where the kernel has them safe, so that no other system call runs
+//! a program; on raw `sys_enter`/`sys_exit` (one program each, dispatched by number) where
+//! it has not, or refuses one; on the classic per-call tracepoints without BTF.
 
 use iotop_bpf_common::{
     raw::{REGS_WINDOW_LEN, SYSCALL_WRITE, SYSCALL_WRITEV},
@@ -11,7 +12,47 @@ use iotop_bpf_common::{
     tracepoint::ABSENT,
 };
 
-use super::{super::tracefs::EventFormat, KernelFacts, Part, Plan, Step, arg_is};
+use super::{super::tracefs::EventFormat, KernelFacts, Part, Plan, Step, TRAMPOLINES, arg_is};
+
+/// One followed call's trampolines: (fentry program, fexit program, the entry functions
+/// to look for on x86-64, on arm64). A call without arguments (`sync`) has on x86-64 only
+/// the `__do_sys_` function in BTF: its `__x64_sys_` is an alias.
+macro_rules! trampolined {
+    ($entry:expr, $exit:literal, $call:literal) => {
+        (
+            $entry,
+            $exit,
+            [concat!("__x64_sys_", $call), concat!("__do_sys_", $call)],
+            [concat!("__arm64_sys_", $call), concat!("__do_sys_", $call)],
+        )
+    };
+}
+
+/// Every followed call's; `io_uring_enter` only ends the writes it ran inline with `O_DSYNC`.
+type Trampolined = (
+    Option<&'static str>,
+    &'static str,
+    [&'static str; 2],
+    [&'static str; 2],
+);
+const TRAMPOLINED: [Trampolined; 12] = [
+    trampolined!(Some("fentry_fsync"), "fexit_fsync", "fsync"),
+    trampolined!(Some("fentry_fdatasync"), "fexit_fdatasync", "fdatasync"),
+    trampolined!(
+        Some("fentry_sync_file_range"),
+        "fexit_sync_file_range",
+        "sync_file_range"
+    ),
+    trampolined!(Some("fentry_syncfs"), "fexit_syncfs", "syncfs"),
+    trampolined!(Some("fentry_sync"), "fexit_sync", "sync"),
+    trampolined!(Some("fentry_msync"), "fexit_msync", "msync"),
+    trampolined!(Some("fentry_write"), "fexit_write", "write"),
+    trampolined!(Some("fentry_pwrite64"), "fexit_pwrite64", "pwrite64"),
+    trampolined!(Some("fentry_writev"), "fexit_writev", "writev"),
+    trampolined!(Some("fentry_pwritev"), "fexit_pwritev", "pwritev"),
+    trampolined!(Some("fentry_pwritev2"), "fexit_pwritev2", "pwritev2"),
+    trampolined!(None, "fexit_io_uring_enter", "io_uring_enter"),
+];
 
 /// The system calls the probes follow, and what `sys_enter` does for each.
 const FOLLOWED: [(&str, u8); 11] = [
@@ -124,20 +165,32 @@ pub fn sync_calls() -> String {
 pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
     let why_not_raw = if raw {
         match self::raw(k, plan) {
-            Ok(()) => return,
+            Ok(abi) => {
+                plan.syscall_path = match trampolines(k, abi, plan) {
+                    Ok(()) => "trampolines on the followed calls' entry functions (fentry/fexit): the host's other system calls run nothing".to_string(),
+                    Err(why) => format!("raw sys_enter/sys_exit, run on every system call of the host: {why}"),
+                };
+                raw_steps(plan);
+                return;
+            }
             Err(why) => why,
         }
     } else {
         String::new()
     };
     match classic {
-        Ok(()) => self::classic(k, plan),
+        Ok(()) => {
+            plan.syscall_path =
+                format!("the classic syscalls tracepoints of the followed calls: {why_not_raw}");
+            self::classic(k, plan);
+        }
         Err(no_classic) => {
             let why = if why_not_raw.is_empty() {
                 no_classic.clone()
             } else {
                 format!("{why_not_raw}; {no_classic}")
             };
+            plan.syscall_path = format!("none: {why}");
             plan.notes.push(format!(
                 "{} and {}: {why}",
                 Part::SyncCalls.loss(),
@@ -147,8 +200,52 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
     }
 }
 
-/// The raw probes: arguments read from the saved user registers, at BTF offsets.
-fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
+/// The trampolines, where the kernel has them safe: each followed call's entry function
+/// takes the saved user registers (`const struct pt_regs *`, as `sys_enter` does), and a
+/// trampoline is kept while a task sleeps in its function (`bpf_tramp_image.pcref`, 5.12:
+/// before it, detaching fexit from a sleeping fsync could return into freed code). The raw
+/// steps stay planned as their twin, for a kernel that refuses one.
+fn trampolines(k: &KernelFacts, abi: Abi, plan: &mut Plan) -> Result<(), String> {
+    if k.member("bpf_tramp_image", "pcref").is_none() {
+        return Err(
+            "its trampolines are unsafe over sleeping calls (no bpf_tramp_image.pcref in BTF)"
+                .to_string(),
+        );
+    }
+    let mut steps = Vec::new();
+    for (entry, exit, x86_64, aarch64) in TRAMPOLINED {
+        let names = match abi {
+            Abi::X86_64 => x86_64,
+            Abi::Aarch64 => aarch64,
+        };
+        let takes_regs = |function: &&str| {
+            k.function(function).is_some_and(|params| {
+                params.len() == 1
+                    && matches!(
+                        params[0].ty.as_str(),
+                        "const struct pt_regs *" | "struct pt_regs *"
+                    )
+            })
+        };
+        let Some(function) = names.into_iter().find(takes_regs) else {
+            return Err(format!(
+                "no {}(const struct pt_regs *) in its BTF",
+                names[0]
+            ));
+        };
+        // The exit first: a call must never be begun where nothing would end it.
+        steps.push(Step::exit(exit, function, Part::Trampolines));
+        if let Some(entry) = entry {
+            steps.push(Step::entry(entry, function, Part::Trampolines).after(exit));
+        }
+    }
+    plan.steps.extend(steps);
+    Ok(())
+}
+
+/// The raw probes' layout: arguments read from the saved user registers, at BTF offsets
+/// (the trampolines read them the same way).
+fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<Abi, String> {
     for tracepoint in ["sys_enter", "sys_exit"] {
         if !arg_is(k, tracepoint, 0, "pt_regs") {
             return Err(format!(
@@ -173,12 +270,28 @@ fn raw(k: &KernelFacts, plan: &mut Plan) -> Result<(), String> {
             *slot = action;
         }
     }
+    Ok(abi)
+}
+
+/// The raw steps, after the trampolines if any: then only in their stead.
+fn raw_steps(plan: &mut Plan) {
+    let twin = |step: Step, trampolines: bool| {
+        if trampolines {
+            step.instead_of(TRAMPOLINES)
+        } else {
+            step
+        }
+    };
+    let trampolines = plan.steps.iter().any(Step::is_trampoline);
     // The exit first: a call must never be begun where nothing would end it.
-    plan.steps
-        .push(Step::raw("raw_sys_exit", "sys_exit", Part::SyncCalls));
-    plan.steps
-        .push(Step::raw("raw_sys_enter", "sys_enter", Part::SyncCalls).after("raw_sys_exit"));
-    Ok(())
+    plan.steps.push(twin(
+        Step::raw("raw_sys_exit", "sys_exit", Part::SyncCalls),
+        trampolines,
+    ));
+    plan.steps.push(twin(
+        Step::raw("raw_sys_enter", "sys_enter", Part::SyncCalls).after("raw_sys_exit"),
+        trampolines,
+    ));
 }
 
 /// (program, tracepoint in `syscalls:`, arguments it reads).

@@ -4,8 +4,7 @@
 use iotop_bpf_common::{
     block::{ORIGIN_INSERT, ORIGIN_START},
     dstate::CLOCK_RQ_QUEUED,
-    raw::{SYSCALL_NONE, SYSCALL_WRITE},
-    sync::{RAW_COMPLETE_CQE, RAW_COMPLETE_RES, SYNC_FSYNC},
+    sync::{RAW_COMPLETE_CQE, RAW_COMPLETE_RES},
     tracepoint::ABSENT,
 };
 
@@ -218,43 +217,6 @@ fn the_d_state_switch_reads_the_state_where_the_kernel_keeps_it() {
     let l = planned("6.12", Options::default(), None).globals.raw_layout;
     assert_eq!(l.exit_group_dead_arg, ABSENT);
     assert!(l.task_signal > 0 && l.signal_live != ABSENT);
-}
-
-#[test]
-fn system_calls_go_through_raw_sys_enter_and_sys_exit_with_the_kernels_numbers() {
-    for kernel in KERNELS {
-        let plan = planned(kernel, Options::default(), None);
-        let at = |p| programs(&plan).iter().position(|&q| q == p);
-        assert!(
-            at("raw_sys_exit") < at("raw_sys_enter"),
-            "{kernel}: exit first"
-        );
-        assert!(
-            plan.globals.raw_layout.regs_args.iter().all(|&a| a < 64),
-            "{kernel}: the arguments within one 64-byte read"
-        );
-    }
-    // Each kernel's own numbers, whatever machine this runs on: fsync, pwrite64, read.
-    for (kernels, fsync, pwrite64, read) in [(&X86_64[..], 74, 18, 0), (&ARM64[..], 82, 68, 63)] {
-        for &kernel in kernels {
-            let g = planned(kernel, Options::default(), None).globals;
-            assert_eq!(g.syscall_table[fsync], SYNC_FSYNC, "{kernel}: fsync");
-            assert_eq!(
-                g.syscall_table[pwrite64], SYSCALL_WRITE,
-                "{kernel}: pwrite64"
-            );
-            assert_eq!(g.syscall_table[read], SYSCALL_NONE, "{kernel}: read");
-        }
-    }
-    // arm64: x0 to x3 are regs[0..3], at the start of struct pt_regs.
-    for kernel in ARM64 {
-        let l = planned(kernel, Options::default(), None).globals.raw_layout;
-        assert_eq!(
-            (l.regs_window, l.regs_args),
-            (0, [0, 8, 16, 24]),
-            "{kernel}"
-        );
-    }
 }
 
 #[test]
@@ -574,3 +536,5 @@ fn under_lockdown_confidentiality_the_typed_block_probes_run_alone_and_blame_is_
         iotop_bpf_common::blame::BlameOffsets::OFF
     );
 }
+
+mod system_calls;
