@@ -263,6 +263,9 @@ impl Aggregator {
         let (c, before) = (&sample.self_cost, &self.prev_cost);
         let requests = requests(sample);
         let ios = requests.saturating_sub(self.prev_requests);
+        let bpf_runs = c
+            .bpf_stats_on
+            .then(|| c.bpf_runs.saturating_sub(before.bpf_runs));
         if c.bpf_stats_on {
             let bpf_ns = c.bpf_run_ns.saturating_sub(before.bpf_run_ns);
             #[expect(clippy::cast_precision_loss, reason = "a percentage")]
@@ -297,6 +300,7 @@ impl Aggregator {
                 + dropped,
             bpf_ns_per_io: self.bpf_ns_per_io,
             bpf_cpu_pct: self.bpf_cpu_pct,
+            bpf_runs,
             bpf_sampled: c.bpf_stats_sampled && !c.bpf_stats_on,
             cpu_pct,
             call_latency_on: sample.call_latency_on,

@@ -35,6 +35,11 @@ pub struct EventStats {
     pub bpf_ns_per_io: Option<u64>,
     /// BPF time of all probes, percent of one CPU, in the last interval measured.
     pub bpf_cpu_pct: Option<f64>,
+    /// Runs of all probes in this interval; `None` where the kernel did not keep statistics
+    /// for the whole of it (a count, not a time: what a host's other system calls pay shows
+    /// here as runs per call).
+    #[serde(default)]
+    pub bpf_runs: Option<u64>,
     /// It was measured in an earlier interval (the statistics are sampled, not always on).
     pub bpf_sampled: bool,
     /// CPU used by iotop-bpf itself, percent of one core; `None` when not measured

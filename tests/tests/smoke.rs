@@ -234,7 +234,13 @@ fn finding_cell(intervals: &[Value], kind: &str, pid: u32, what: &str) -> Cell {
 /// `aggregating`: the tool sums plain requests in the kernel from the start (aggregation
 /// mode, `IOTOP_BPF_AGGREGATE_ABOVE=0`) instead of streaming each: every cell must hold in
 /// both modes, on every kernel.
-fn smoke(mode: &str, mut command: Command, aggregating: bool) -> Vec<(&'static str, Cell)> {
+fn smoke(
+    mode: &str,
+    command: impl Fn() -> Command,
+    aggregating: bool,
+) -> Vec<(&'static str, Cell)> {
+    let other_calls = other_calls_cell(command());
+    let mut command = command();
     if aggregating {
         command.env("IOTOP_BPF_AGGREGATE_ABOVE", "0");
     }
@@ -314,8 +320,56 @@ fn smoke(mode: &str, mut command: Command, aggregating: bool) -> Vec<(&'static s
             "xfs tail",
             finding_cell(&intervals, "sub_block_tail_write", tail, "dio-tail on XFS"),
         ),
+        ("other calls", other_calls),
     ];
     cells
+}
+
+/// `getppid` calls for the `other calls` cell: a probe on every system call would run 2 per
+/// call, several times what everything else runs meanwhile (thousands, in a guest).
+const OTHER_CALLS: u64 = 300_000;
+
+/// The `other calls` cell: the tool alone, with the kernel keeping BPF statistics, while
+/// this thread makes [`OTHER_CALLS`] calls of `getppid`. Where `check` says the system-call
+/// probes ride trampolines, all of the tool's programs together must run fewer times than a
+/// tenth of the calls; where it says raw `sys_enter`/`sys_exit`, at least once per call (or
+/// the count could not see them either way).
+fn other_calls_cell(command: Command) -> Cell {
+    let check = Command::new(binary())
+        .arg("check")
+        .output()
+        .map_err(|e| e.to_string())?;
+    let check = String::from_utf8_lossy(&check.stdout);
+    let path = check
+        .lines()
+        .find_map(|l| l.strip_prefix("system calls: "))
+        .ok_or("check names no system-call path")?
+        .to_string();
+    // Where none runs (lockdown refuses both ways), nothing must run per call either.
+    let trampolines = path.starts_with("trampolines") || path.starts_with("none");
+    const STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+    let stats_before = std::fs::read_to_string(STATS).map_err(|e| format!("{STATS}: {e}"))?;
+    std::fs::write(STATS, "1").map_err(|e| format!("{STATS}: {e}"))?;
+    let tool = JsonRun::start_command(command);
+    // A whole interval with the statistics on before the loop, and one after it.
+    thread::sleep(Duration::from_millis(1200));
+    for _ in 0..OTHER_CALLS {
+        std::hint::black_box(std::os::unix::process::parent_id());
+    }
+    thread::sleep(Duration::from_millis(1200));
+    let intervals = tool.stop();
+    let _ = std::fs::write(STATS, stats_before.trim());
+    let runs: u64 = intervals
+        .iter()
+        .filter_map(|i| i["events"]["bpf_runs"].as_u64())
+        .sum();
+    let seen = format!("{OTHER_CALLS} getppid calls, {runs} program runs in all");
+    match (trampolines, runs) {
+        (true, r) if r < OTHER_CALLS / 10 => Ok(format!("{path}: {seen}")),
+        (true, _) => Err(format!("{path}, yet {seen}")),
+        (false, r) if r >= OTHER_CALLS => Ok(format!("raw sys_enter/sys_exit: {seen}")),
+        (false, _) => Err(format!("raw sys_enter/sys_exit, yet only {seen}")),
+    }
 }
 
 /// Writes the cells where the matrix collects them, prints them, and fails on any failure.
@@ -342,7 +396,7 @@ fn smoke_as_root() {
     if !require_root("smoke_as_root") {
         return;
     }
-    let cells = smoke("root", Command::new(binary()), false);
+    let cells = smoke("root", || Command::new(binary()), false);
     report("root", &cells);
 }
 
@@ -354,7 +408,11 @@ fn smoke_with_the_documented_capabilities() {
     }
     let (dir, exe) = unprivileged_copy("smoke");
     // With the capabilities alone, in aggregation mode: each mode is checked on each kernel.
-    let cells = smoke("capabilities", as_nobody_with(DOCUMENTED_CAPS, &exe), true);
+    let cells = smoke(
+        "capabilities",
+        || as_nobody_with(DOCUMENTED_CAPS, &exe),
+        true,
+    );
     std::fs::remove_dir_all(&dir).unwrap();
     report("capabilities", &cells);
 }

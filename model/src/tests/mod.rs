@@ -384,7 +384,8 @@ fn bpf_cost_per_io_needs_enough_requests_and_is_kept_while_sampled_off() {
         |now_ns: u64, events: &[BlockIo], bpf_run_ns: u64, on: bool, cpu_ns: u64| KernelSample {
             self_cost: SelfCost {
                 bpf_run_ns,
-                bpf_runs: 0,
+                // One run per 100 ns, as a count of its own.
+                bpf_runs: bpf_run_ns / 100,
                 bpf_stats_on: on,
                 bpf_stats_sampled: true,
                 cpu_ns,
@@ -395,16 +396,19 @@ fn bpf_cost_per_io_needs_enough_requests_and_is_kept_while_sampled_off() {
     let snap = model.tick(&with_cost(1_000 * MS, &busy, 1_200_000, true, 50 * MS));
     assert_eq!(snap.events.bpf_ns_per_io, Some(600));
     assert!((snap.events.bpf_cpu_pct.unwrap() - 0.12).abs() < 1e-9);
+    assert_eq!(snap.events.bpf_runs, Some(12_000));
     assert!(!snap.events.bpf_sampled);
     assert!((snap.events.cpu_pct.unwrap() - 5.0).abs() < 1e-9);
     // The next interval is not measured: the figures stay, marked as sampled earlier.
     let snap = model.tick(&with_cost(2_000 * MS, &busy, 1_200_000, false, 60 * MS));
     assert_eq!(snap.events.bpf_ns_per_io, Some(600));
     assert!(snap.events.bpf_sampled);
+    assert_eq!(snap.events.bpf_runs, None, "runs are this interval's only");
     // A measured idle interval (no new requests): CPU share updates, per-I/O does not.
     let snap = model.tick(&with_cost(3_000 * MS, &busy, 1_500_000, true, 70 * MS));
     assert_eq!(snap.events.bpf_ns_per_io, Some(600));
     assert!((snap.events.bpf_cpu_pct.unwrap() - 0.03).abs() < 1e-9);
+    assert_eq!(snap.events.bpf_runs, Some(3_000));
 }
 
 #[test]

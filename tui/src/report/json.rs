@@ -191,6 +191,9 @@ pub struct Events {
     pub bpf_ns_per_io: Option<u64>,
     /// BPF time of all probes, percent of one CPU (null before measured).
     pub bpf_cpu_pct: Option<f64>,
+    /// Runs of all probes in this interval (null where the kernel kept no statistics for
+    /// the whole of it).
+    pub bpf_runs: Option<u64>,
     /// "live" (measured in this interval), "sampled" (kernel.bpf_stats_enabled is 0, so
     /// iotop-bpf measures one interval in 10; this figure is from an earlier one), or
     /// "off" (no figure yet).
@@ -433,6 +436,7 @@ pub fn interval<'a>(
             produced: snap.events.produced,
             bpf_ns_per_io: snap.events.bpf_ns_per_io,
             bpf_cpu_pct: snap.events.bpf_cpu_pct.map(round2),
+            bpf_runs: snap.events.bpf_runs,
             bpf_stats: match (snap.events.bpf_cpu_pct, snap.events.bpf_sampled) {
                 (None, _) => "off",
                 (Some(_), true) => "sampled",
