@@ -26,6 +26,7 @@ pub(crate) mod history;
 pub(crate) mod names;
 pub(crate) mod pipeline;
 pub(crate) mod probe;
+pub(crate) mod recording;
 pub(crate) mod report;
 pub(crate) mod shutdown;
 pub(crate) mod term;
@@ -97,13 +98,11 @@ fn run(cli: &Cli) -> Result<()> {
 // `front`, `workload` and `generate` would sit an eighth floor up).
 
 /// `--record` and `--record-max`.
-fn record_options(args: &cli::Record) -> Option<crate::feed::recording::Options> {
-    args.record
-        .as_ref()
-        .map(|path| crate::feed::recording::Options {
-            path: path.clone(),
-            max: args.record_max,
-        })
+fn record_options(args: &cli::Record) -> Option<crate::recording::Options> {
+    args.record.as_ref().map(|path| crate::recording::Options {
+        path: path.clone(),
+        max: args.record_max,
+    })
 }
 
 /// What the default command (the live view, `--batch`, `--json`, `--replay`) is given.

@@ -18,12 +18,10 @@ use anyhow::{Context as _, Result};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval, interval_at};
 
 use crate::{
-    feed::{
-        LiveFeed,
-        recording::{self, Header, Note, Recorder, Replayer, Watch},
-    },
+    feed::LiveFeed,
     model::{Aggregator, Input, SampleKind, Settings, Snapshot},
     probe::privilege::Environment,
+    recording::{self, Header, Note, Recorder, Replayer, Watch},
 };
 
 /// How often the ring buffer is drained between reports.

@@ -1,4 +1,4 @@
-//! LEB128 varints, written once: the recording's records (`feed/recording/codec.rs`) and the
+//! LEB128 varints, written once: the recording's records (`recording/codec.rs`) and the
 //! history's packed histogram columns (`history/`). Seven bits a byte, least significant
 //! first, the high bit set on every byte but the last.
 

@@ -1,7 +1,8 @@
 //! Where the model's inputs come from: the live ring buffer, annotated with what /proc and
 //! sysfs know, plus the kernel-side totals, device names, geometry and host-wide figures
 //! (load, run queue, CPU times, I/O pressure, dirty memory) sampled at the end of each
-//! interval (and once at the start, as the baseline); or a recording of all that.
+//! interval (and once at the start, as the baseline). A recording of all that, and its
+//! replay, is `crate::recording`'s.
 
 mod aggregation;
 mod annotate;
@@ -14,7 +15,6 @@ mod kallsyms;
 mod mounts;
 mod procfs;
 mod readers;
-pub mod recording;
 mod self_cost;
 mod stacks;
 mod switches;

@@ -7,9 +7,9 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     clock,
-    feed::recording::Watch,
     model::Snapshot,
     pipeline::{self, Flow, Front, Pipeline, RunInfo},
+    recording::Watch,
     report::{json, text},
     shutdown::Shutdown,
 };

@@ -39,8 +39,8 @@ pub fn replay_ended(pipeline: &crate::pipeline::Pipeline, intervals: u64) -> any
 }
 
 /// At the end of a run: what the recording did not keep (why it stopped, what it left out).
-pub fn say_recorded(recording: Option<&crate::feed::recording::Watch>) {
-    if let Some(line) = recording.and_then(crate::feed::recording::Watch::exit_line) {
+pub fn say_recorded(recording: Option<&crate::recording::Watch>) {
+    if let Some(line) = recording.and_then(crate::recording::Watch::exit_line) {
         eprintln!("iotop-bpf: {}", crate::names::show(&line));
     }
 }

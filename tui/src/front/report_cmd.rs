@@ -13,8 +13,8 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    feed::recording::Note,
     pipeline::{Pipeline, Step},
+    recording::Note,
     report::{
         html::{self, DiskLatency, HeatMapSpec, Meta},
         timeline::Timeline,

@@ -7,10 +7,10 @@ use std::{net::SocketAddr, time::Duration};
 use anyhow::{Context as _, Result};
 
 use crate::{
-    feed::recording::Watch,
     model::Snapshot,
     pipeline::{self, Flow, Front, Pipeline},
     probe::privilege,
+    recording::Watch,
     shutdown::Shutdown,
 };
 
@@ -20,7 +20,7 @@ pub struct Options {
     pub viewers: crate::viewers::endpoint::Options,
     pub delay: Duration,
     pub top: usize,
-    pub record: Option<crate::feed::recording::Options>,
+    pub record: Option<crate::recording::Options>,
 }
 
 /// The whole command: the metrics' port and the viewers' socket bound before anything is

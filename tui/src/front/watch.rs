@@ -23,7 +23,7 @@ pub struct Options {
     pub speed: f64,
     pub delay: Duration,
     pub iterations: Option<u64>,
-    pub record: Option<crate::feed::recording::Options>,
+    pub record: Option<crate::recording::Options>,
     pub top: usize,
     pub view: app::ViewOptions,
     pub print: batch::PrintOptions,

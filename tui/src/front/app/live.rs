@@ -8,11 +8,11 @@ use futures::StreamExt as _;
 
 use super::{App, Flow};
 use crate::{
-    feed::recording::{Note, Watch},
     history::History,
     model::Snapshot,
     names::{self, show},
     pipeline::{self, Front, Pipeline, RunInfo},
+    recording::{Note, Watch},
     shutdown::Shutdown,
     term::TerminalGuard,
     view::{Link, Rec, UiState},

@@ -1,20 +1,30 @@
-//! Recordings: the model's inputs (decoded, annotated records, bad-record counts and kernel
-//! samples), so that `--replay` feeds the same model without root or probes (workshops,
-//! post-mortems) and gives back exactly the reports of the live run.
+//! The recording: the model's inputs (decoded, annotated records, bad-record counts and kernel
+//! samples) written to a file in the order the model applies them, and read back as a source
+//! of the same inputs, so that `--replay` and the `report` command feed the same model without
+//! root or probes and give back exactly the reports of the live run. The pipeline records and
+//! replays through it ([`Recorder`], [`Replayer`]); the live feed does not know it.
 //!
-//! Format 5 (written): the bytes `IOTOPBPF`, a little-endian `u32` length, the JSON header,
-//! then zstd frames, each with its checksum, each holding the length-prefixed binary records
-//! (`codec.rs`) of one interval, or of 1 MiB of it: ~10 bytes per block request on disk. A
-//! frame is written with one `write` when its interval closes, by a thread of its own
-//! (`writer.rs`), so a recording cut short (the tool killed, the disk full) replays to its
-//! last whole interval, and a slow or failing disk never holds the tool (`recorder.rs`). The
-//! stream ends with a record that says so; one that does not was cut short, and the reader
-//! (`reader.rs`) tells that from damage in the middle. With `--record-max` the recording is
-//! rotated into parts, `FILE.0001`, `FILE.0002`, ..., read back as one (`replayer.rs`). Files
-//! are created 0600: they hold other processes' names and file paths.
+//! A file (format 5, the one written) is the bytes `IOTOPBPF`, a little-endian `u32` length,
+//! the JSON [`Header`], then zstd frames, each with its checksum, each holding the
+//! length-prefixed binary records of one interval, or of 1 MiB of it: ~10 bytes per block
+//! request on disk. The stream ends with a record that says so. Files are created 0600: they
+//! hold other processes' names and file paths.
 //!
-//! Formats 3 and 4 (read): one zstd frame flushed at each interval. Formats 1 and 2 (read):
-//! JSON lines, the header first.
+//! - `codec.rs`: an input to a record and back, and the records the recorder adds about the
+//!   stream itself (a gap, a stop, the end);
+//! - `recorder.rs`: on the pipeline's side, each input encoded into a batch that closes at
+//!   each interval's sample, handed to the writer, never waited for; its state read by the
+//!   front ends through a [`Watch`];
+//! - `writer.rs`: a thread of its own that compresses each batch into one frame and writes it
+//!   with one `write`, so a slow or failing disk never holds the tool and a recording cut
+//!   short replays to its last whole interval;
+//! - `reader.rs`: one file read to wherever it ends, a cut (the file ends inside its last
+//!   write) told from damage in the middle;
+//! - `replayer.rs`: one file, or the parts of a rotated one (`--record-max`: `FILE.0001`,
+//!   `FILE.0002`, ...), read as one stream, what stopped a file short kept as [`Note`]s.
+//!
+//! Older files still read: formats 3 and 4 are one zstd frame flushed at each interval,
+//! formats 1 and 2 JSON lines, the header first.
 
 mod codec;
 mod reader;
