@@ -11,7 +11,7 @@ use super::capture;
 use crate::{
     history::History,
     model::Snapshot,
-    view::{self, Focus, Theme, UiState, finding, findings, procs},
+    view::{self, Focus, Rows, Theme, UiState, finding, findings, procs},
 };
 
 /// Whether the loop goes on: the one loop's own (`pipeline::drive`).
@@ -80,10 +80,11 @@ impl App {
 
     /// Keeps the findings' focus and overlay true to the snapshot on screen: a finding that
     /// is no longer listed closes its text (and says why), and the focus leaves a findings
-    /// pane that is gone.
+    /// pane that is gone. The rows are derived once for it ([`Rows`]).
     fn settle(&mut self) {
-        let groups = findings::groups(&self.shown);
-        if self.ui.show_finding && findings::selected(&groups, &self.ui).is_none() {
+        let rows = Rows::new(&self.shown, &self.ui);
+        let groups = &rows.groups;
+        if self.ui.show_finding && findings::selected(groups, &self.ui).is_none() {
             self.ui.show_finding = false;
             self.ui.scroll = 0;
             self.ui.message = Some(format!(
@@ -95,7 +96,7 @@ impl App {
             self.ui.focus = Focus::Processes;
         }
         // The process table keeps its order from the interval before, unless a row overtook.
-        self.ui.order = procs::advance_order(&self.shown, &self.ui);
+        self.ui.order = rows.next_order(&self.ui);
     }
 
     /// Intervals between `seq` and the newest recorded (0 before the first interval).
@@ -344,13 +345,11 @@ impl App {
         match self.ui.focus {
             Focus::Processes => {
                 // The processes in the table's order (a folded or cgroup row is no process).
+                let rows = Rows::new(&self.shown, &self.ui);
                 let pids: Vec<u32> = if self.ui.by_cgroup {
-                    procs::visible(&self.shown, &self.ui)
-                        .iter()
-                        .map(|p| p.tgid)
-                        .collect()
+                    rows.visible.iter().map(|p| p.tgid).collect()
                 } else {
-                    procs::entries(&self.shown, &self.ui)
+                    rows.entries
                         .iter()
                         .filter_map(|e| e.pid(&self.ui))
                         .collect()

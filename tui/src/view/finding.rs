@@ -160,10 +160,17 @@ pub fn max_scroll(snap: &Snapshot, ui: &UiState, (width, height): (u16, u16)) ->
     u16::try_from(total.saturating_sub(rows)).unwrap_or(u16::MAX)
 }
 
-/// The overlay over `area`; nothing when the selected finding is no longer listed.
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
-    let groups = findings::groups(snap);
-    let Some(group) = findings::selected(&groups, ui).map(|i| &groups[i]) else {
+/// The overlay over `area`; nothing when the selected finding is no longer listed among the
+/// findings pane's `groups`.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    groups: &[Group],
+    ui: &UiState,
+    theme: &Theme,
+) {
+    let Some(group) = findings::selected(groups, ui).map(|i| &groups[i]) else {
         return;
     };
     frame.render_widget(Clear, area);

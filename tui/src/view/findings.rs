@@ -38,15 +38,6 @@ pub fn severities(snap: &Snapshot) -> std::collections::HashMap<u32, Severity> {
     out
 }
 
-/// The worst active finding about a process, for marking its row.
-pub fn severity_of(snap: &Snapshot, tgid: u32) -> Option<Severity> {
-    snap.findings
-        .iter()
-        .filter(|f| f.active && f.tgid == Some(tgid))
-        .map(|f| f.severity)
-        .max()
-}
-
 /// What folds findings into one line: the same kind, program and file, whatever the pid
 /// (a loop of `git` processes is one pattern, not one line per pid). A finding about a disk
 /// has no pid and keeps its disk apart.
@@ -156,9 +147,10 @@ pub fn selected(groups: &[Group], ui: &UiState) -> Option<usize> {
     })
 }
 
-/// Rows the pane wants (0 when there is nothing to show): a title and up to `most` lines.
-pub fn wanted_rows(snap: &Snapshot, most: u16) -> u16 {
-    let lines = groups(snap).len();
+/// Rows the pane wants (0 when there is nothing to show): a title and up to `most` of its
+/// `groups`.
+pub fn wanted_rows(groups: &[Group], most: u16) -> u16 {
+    let lines = groups.len();
     if lines == 0 {
         0
     } else {
@@ -295,12 +287,17 @@ pub fn window(total: usize, rows: usize, selected: Option<usize>) -> std::ops::R
 }
 
 /// The pane's lines in `area`: the title (counts, `+N more`, a hint when it fits), then
-/// one line per finding in view, the selection among them.
-pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
-    let groups = groups(snap);
+/// one line per finding in view (of `groups`, [`super::Rows::groups`]), the selection among them.
+pub fn lines(
+    snap: &Snapshot,
+    groups: &[Group],
+    ui: &UiState,
+    theme: &Theme,
+    area: Rect,
+) -> Vec<Line<'static>> {
     let focused = ui.focus == Focus::Findings;
     let rows = usize::from(area.height.saturating_sub(1));
-    let selected = if focused { selected(&groups, ui) } else { None };
+    let selected = if focused { selected(groups, ui) } else { None };
     let window = window(groups.len(), rows, selected);
     let hidden = groups.len() - window.len();
     let width = usize::from(area.width);
@@ -309,7 +306,7 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
     } else {
         ("Tab: open one ", theme.title)
     };
-    let title = format!("{}{} ", focus_mark(focused), title(&groups, hidden));
+    let title = format!("{}{} ", focus_mark(focused), title(groups, hidden));
     // The count and `+N more` matter more than the hint: the hint goes when both do not fit.
     let title = if text::width(&title) + text::width(hint) + 2 <= width {
         format!("{title}─ {hint}")
@@ -338,8 +335,15 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
     out
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
-    frame.render_widget(Paragraph::new(lines(snap, ui, theme, area)), area);
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    groups: &[Group],
+    ui: &UiState,
+    theme: &Theme,
+) {
+    frame.render_widget(Paragraph::new(lines(snap, groups, ui, theme, area)), area);
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use ratatui::{
 };
 
 use super::{
-    Focus, HeatKind, Theme, UiState, buckets, disks, procs, table, text,
+    Focus, HeatKind, Rows, Theme, UiState, buckets, disks, table, text,
     trend::{SHADES, Shading, count, sparkline},
 };
 use crate::{
@@ -39,8 +39,8 @@ pub enum Subject {
 }
 
 /// The latency pane's subject: the selected disk (disks focused) or process (processes
-/// focused), else the busiest disk of the interval.
-pub fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
+/// focused, among the `rows` listed), else the busiest disk of the interval.
+pub fn subject(snap: &Snapshot, rows: &Rows, ui: &UiState) -> Option<Subject> {
     let disk = || {
         let rows = disks::visible(snap, ui);
         let row = ui
@@ -53,10 +53,9 @@ pub fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
         Focus::Disks => disk(),
         // The findings pane leaves the process selection as it was.
         Focus::Processes | Focus::Findings => {
-            let rows = procs::visible(snap, ui);
             match ui
                 .selected_pid
-                .and_then(|pid| rows.iter().find(|p| p.tgid == pid))
+                .and_then(|pid| rows.visible.iter().find(|p| p.tgid == pid))
             {
                 Some(row) => Some(Subject::Proc(row.tgid, row.comm.clone())),
                 None => disk(),
@@ -216,12 +215,13 @@ fn axis(columns: usize, interval_ns: u64) -> String {
 pub fn lines(
     snap: &Snapshot,
     history: &History,
+    rows: &Rows,
     ui: &UiState,
     theme: &Theme,
     area: Rect,
 ) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
-    let Some(subject) = subject(snap, ui) else {
+    let Some(subject) = subject(snap, rows, ui) else {
         let why = if ui.probes_loading {
             "the probes are loading"
         } else {
@@ -404,10 +404,14 @@ pub fn render(
     area: Rect,
     snap: &Snapshot,
     history: &History,
+    rows: &Rows,
     ui: &UiState,
     theme: &Theme,
 ) {
-    frame.render_widget(Paragraph::new(lines(snap, history, ui, theme, area)), area);
+    frame.render_widget(
+        Paragraph::new(lines(snap, history, rows, ui, theme, area)),
+        area,
+    );
 }
 
 fn heat_style(theme: &Theme, level: usize) -> Style {

@@ -12,7 +12,7 @@ use ratatui::{
 };
 
 use super::{
-    Focus, Theme, UiState,
+    Focus, Rows, Theme, UiState,
     buckets::{self, Bucket},
     disks, procs, table, text,
 };
@@ -36,7 +36,7 @@ struct Subject {
     calls: Option<CallFigures>,
 }
 
-fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
+fn subject(snap: &Snapshot, rows: &Rows, ui: &UiState) -> Option<Subject> {
     let disk = || {
         let rows = disks::visible(snap, ui);
         let row = ui
@@ -68,10 +68,9 @@ fn subject(snap: &Snapshot, ui: &UiState) -> Option<Subject> {
         Focus::Disks => disk(),
         // The findings pane leaves the process selection as it was.
         Focus::Processes | Focus::Findings => {
-            let rows = procs::visible(snap, ui);
             let Some(row) = ui
                 .selected_pid
-                .and_then(|pid| rows.iter().find(|p| p.tgid == pid))
+                .and_then(|pid| rows.visible.iter().find(|p| p.tgid == pid))
             else {
                 return disk();
             };
@@ -171,9 +170,15 @@ fn scheduler_line(
 /// The pane's lines in `area`: the title, the calls line of a process with direct I/O
 /// calls, then queue time and device time side by side, each side's lines fitted to its
 /// half with a column to spare, so one side never runs into the other.
-pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
+pub fn lines(
+    snap: &Snapshot,
+    rows: &Rows,
+    ui: &UiState,
+    theme: &Theme,
+    area: Rect,
+) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
-    let Some(s) = subject(snap, ui) else {
+    let Some(s) = subject(snap, rows, ui) else {
         let why = if ui.probes_loading {
             "the probes are loading"
         } else {
@@ -266,8 +271,15 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
     out
 }
 
-pub fn render(frame: &mut Frame, area: Rect, snap: &Snapshot, ui: &UiState, theme: &Theme) {
-    frame.render_widget(Paragraph::new(lines(snap, ui, theme, area)), area);
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    rows: &Rows,
+    ui: &UiState,
+    theme: &Theme,
+) {
+    frame.render_widget(Paragraph::new(lines(snap, rows, ui, theme, area)), area);
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The live view. One pane, one module; every pane renders from the [`Snapshot`] and the
-//! [`UiState`] only.
+//! [`UiState`] only, and reads the rows it lists from [`Rows`], derived from both once a
+//! frame.
 //!
 //! ```text
 //! ┌ status: [PAUSED] host kernel uptime events/s dropped interval D:n     ┐
@@ -23,6 +24,7 @@ pub mod heatmap;
 pub mod help;
 pub mod latency;
 pub mod procs;
+mod rows;
 mod state;
 pub mod status;
 pub mod table;
@@ -37,6 +39,7 @@ use ratatui::{
 };
 
 pub use self::{
+    rows::Rows,
     state::{Focus, HeatKind, Link, Rec, SortKey, UiState},
     theme::Theme,
 };
@@ -128,8 +131,9 @@ pub fn disks_in_view<'a>(snap: &'a Snapshot, ui: &UiState, height: u16) -> disks
     disks::shown(snap, ui, height < COMPACT_HEIGHT)
 }
 
-/// The panes' places on a screen of `area` (`None`: too small to draw them).
-pub fn layout(area: Rect, snap: &Snapshot, ui: &UiState) -> Option<Panes> {
+/// The panes' places on a screen of `area` (`None`: too small to draw them), for the `rows`
+/// of `snap`.
+pub fn layout(area: Rect, snap: &Snapshot, rows: &Rows, ui: &UiState) -> Option<Panes> {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return None;
     }
@@ -147,12 +151,12 @@ pub fn layout(area: Rect, snap: &Snapshot, ui: &UiState) -> Option<Panes> {
         30..50 => 4,
         _ => 6,
     };
-    let finding_rows = findings::wanted_rows(snap, most_findings);
+    let finding_rows = findings::wanted_rows(&rows.groups, most_findings);
     let rows = heights(
         area.height,
         Wants {
             disks: disk_rows,
-            procs: u16::try_from(procs::entries(snap, ui).len())
+            procs: u16::try_from(rows.entries.len())
                 .unwrap_or(u16::MAX)
                 .saturating_add(2),
             findings: finding_rows,
@@ -191,7 +195,8 @@ pub fn layout(area: Rect, snap: &Snapshot, ui: &UiState) -> Option<Panes> {
 /// the lines it laid out for its place, nothing more.
 pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiState, theme: &Theme) {
     let area = frame.area();
-    let Some(panes) = layout(area, snap, ui) else {
+    let rows = Rows::new(snap, ui);
+    let Some(panes) = layout(area, snap, &rows, ui) else {
         let msg = format!(
             "Terminal too small: {}x{}, iotop-bpf needs at least {MIN_WIDTH}x{MIN_HEIGHT}. Enlarge it or press q.",
             area.width, area.height
@@ -205,21 +210,21 @@ pub fn render(frame: &mut Frame, snap: &Snapshot, history: &History, ui: &UiStat
     status::render(frame, panes.status, snap, ui, theme);
     let in_view = disks_in_view(snap, ui, area.height);
     disks::render(frame, panes.disks, snap, history, ui, theme, &in_view);
-    procs::render(frame, panes.procs, snap, ui, theme);
+    procs::render(frame, panes.procs, snap, &rows, ui, theme);
     if panes.findings.height > 0 {
-        findings::render(frame, panes.findings, snap, ui, theme);
+        findings::render(frame, panes.findings, snap, &rows.groups, ui, theme);
     }
     if panes.dstate.height > 0 {
         dstate::render(frame, panes.dstate, snap, theme);
     }
     if ui.show_heatmap {
-        heatmap::render(frame, panes.latency, snap, history, ui, theme);
+        heatmap::render(frame, panes.latency, snap, history, &rows, ui, theme);
     } else {
-        latency::render(frame, panes.latency, snap, ui, theme);
+        latency::render(frame, panes.latency, snap, &rows, ui, theme);
     }
     status::render_keys(frame, panes.keys, ui, theme);
     if ui.show_finding {
-        finding::render(frame, panes.body, snap, ui, theme);
+        finding::render(frame, panes.body, snap, &rows.groups, ui, theme);
     } else if ui.show_detail {
         detail::render(frame, panes.body, snap, ui, theme);
     }

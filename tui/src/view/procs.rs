@@ -11,9 +11,10 @@ use ratatui::{
     text::{Line, Span},
 };
 
+#[cfg(test)]
+use super::findings::severities;
 use super::{
-    Focus, SortKey, Theme, UiState,
-    findings::{severities, severity_of},
+    Focus, Rows, SortKey, Theme, UiState,
     state::{OrderOf, RowKey, Steady},
     table, text,
     theme::focus_mark,
@@ -67,31 +68,42 @@ fn listed(marked: &HashMap<u32, Severity>, row: &ProcRow, ui: &UiState) -> bool 
 }
 
 /// The processes shown, in the sort's order: filtered, with I/O or syncs in the shown
-/// period or an active finding (the selected process stays even when idle, so a drill-down
-/// does not vanish),
-/// ties broken by pid so equal rows never swap places between refreshes. Not folded, and
-/// not in the kept order: see [`entries`] for the table's rows.
-pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
-    let marked = severities(snap);
+/// period or an active finding (`marked`; the selected process stays even when idle, so a
+/// drill-down does not vanish), ties broken by pid so equal rows never swap places between
+/// refreshes. Not folded, and not in the kept order: [`Rows::entries`] are the table's rows.
+pub(super) fn visible_of<'a>(
+    snap: &'a Snapshot,
+    ui: &UiState,
+    marked: &HashMap<u32, Severity>,
+) -> Vec<&'a ProcRow> {
     let mut rows: Vec<&ProcRow> = snap
         .procs
         .iter()
         .filter(|p| matches_filter(p, &ui.filter))
-        .filter(|p| listed(&marked, p, ui))
+        .filter(|p| listed(marked, p, ui))
         .collect();
     rows.sort_by(|a, b| compare(a, b, ui));
     rows
 }
 
+/// [`visible_of`], the findings' marks taken from `snap`.
+#[cfg(test)]
+pub fn visible<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<&'a ProcRow> {
+    visible_of(snap, ui, &severities(snap))
+}
+
 /// Listed processes the filter hides (0 without a filter).
-pub fn filtered_out(snap: &Snapshot, ui: &UiState) -> usize {
+pub(super) fn filtered_out(
+    snap: &Snapshot,
+    ui: &UiState,
+    marked: &HashMap<u32, Severity>,
+) -> usize {
     if ui.filter.is_empty() {
         return 0;
     }
-    let marked = severities(snap);
     snap.procs
         .iter()
-        .filter(|p| listed(&marked, p, ui) && !matches_filter(p, &ui.filter))
+        .filter(|p| listed(marked, p, ui) && !matches_filter(p, &ui.filter))
         .count()
 }
 
@@ -137,12 +149,17 @@ pub fn order_of(ui: &UiState) -> OrderOf {
     }
 }
 
-/// The table's rows in the sort's own order: processes (or cgroups), kernel workers folded
-/// by kind unless `x` expanded them. A worker that is selected or has a finding keeps a row
-/// of its own, and a kind with one worker is not folded.
-fn ranked<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<Entry<'a>> {
+/// The table's rows in the sort's own order, from the `visible` processes: processes (or
+/// cgroups), kernel workers folded by kind unless `x` expanded them. A worker that is
+/// selected or has a finding (`marked`) keeps a row of its own, and a kind with one worker
+/// is not folded.
+pub(super) fn ranked<'a>(
+    visible: &[&'a ProcRow],
+    marked: &HashMap<u32, Severity>,
+    ui: &UiState,
+) -> Vec<Entry<'a>> {
     if ui.by_cgroup {
-        return by_cgroup(snap, ui)
+        return cgroup_rows(visible, ui)
             .into_iter()
             .map(|row| Entry {
                 row: Cow::Owned(row),
@@ -150,11 +167,11 @@ fn ranked<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<Entry<'a>> {
             })
             .collect();
     }
-    let rows = visible(snap, ui);
+    let rows = visible;
     let foldable = |p: &ProcRow| {
         !ui.expand_workers
             && ui.selected_pid != Some(p.tgid)
-            && severity_of(snap, p.tgid).is_none()
+            && !marked.contains_key(&p.tgid)
             && worker_kind(p).is_some()
     };
     let mut kinds: Vec<(&'static str, Vec<&ProcRow>)> = Vec::new();
@@ -216,14 +233,10 @@ fn fold(kind: &str, members: &[&ProcRow], ui: &UiState) -> ProcRow {
     }
 }
 
-/// The table's rows in the order shown: [`ranked`], then kept in the order of the previous
-/// interval where no row is clearly ahead of the one above it (`ui.order`).
+/// The table's rows in the order shown ([`Rows::entries`]).
+#[cfg(test)]
 pub fn entries<'a>(snap: &'a Snapshot, ui: &UiState) -> Vec<Entry<'a>> {
-    let mut rows = ranked(snap, ui);
-    let of = order_of(ui);
-    // Rows the order does not know (the selection of an idle process) go last.
-    rows.sort_by_key(|e| ui.order.position(of, &e.key(ui)).unwrap_or(usize::MAX));
-    rows
+    Rows::new(snap, ui).entries
 }
 
 /// The value a row is sorted by, for the kept order's margin (`None`: names and pids).
@@ -247,10 +260,12 @@ fn sort_value(f: &ProcFigures, sort: SortKey) -> Option<f64> {
 }
 
 /// The order for a new interval on screen: the previous one, where no row overtook.
-pub fn advance_order(snap: &Snapshot, ui: &UiState) -> Steady {
-    let rows = ranked(snap, ui);
+/// `rows`: the table's rows in the sort's own order ([`ranked`]).
+pub(super) fn advance_order<'e, 'a: 'e>(
+    rows: impl Iterator<Item = &'e Entry<'a>>,
+    ui: &UiState,
+) -> Steady {
     let ranked: Vec<(RowKey, Option<f64>)> = rows
-        .iter()
         .map(|e| (e.key(ui), sort_value(figures(&e.row, ui), ui.sort)))
         .collect();
     let descending = ui.sort.descending_by_default() != ui.reversed;
@@ -292,12 +307,17 @@ fn compare(a: &ProcRow, b: &ProcRow, ui: &UiState) -> Ordering {
     }
 }
 
-/// The rows shown with `C`: the visible processes summed per cgroup, one row each, in the
+/// [`cgroup_rows`] of the visible processes.
+#[cfg(test)]
+pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
+    cgroup_rows(&visible(snap, ui), ui)
+}
+
+/// The rows shown with `C`: the `visible` processes summed per cgroup, one row each, in the
 /// same order. A row's `tgid` holds how many processes it sums (the PID column becomes
 /// PROCS) and its `comm` the cgroup's name. Latency percentiles come from the members' log2
 /// histograms (each the upper bound of its slot): coarser than a process's.
-pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
-    let visible = visible(snap, ui);
+fn cgroup_rows(visible: &[&ProcRow], ui: &UiState) -> Vec<ProcRow> {
     let mut rows: Vec<ProcRow> =
         crate::model::cgroups(visible.iter().map(|&row| (row, figures(row, ui))))
             .into_iter()
@@ -317,6 +337,25 @@ pub fn by_cgroup(snap: &Snapshot, ui: &UiState) -> Vec<ProcRow> {
             .collect();
     rows.sort_by(|a, b| compare(a, b, ui));
     rows
+}
+
+/// The rows with an active finding (`marked`), as indices into `entries`, the worst first:
+/// they stay in view however the table is sorted.
+pub(super) fn pinned(
+    entries: &[Entry],
+    marked: &HashMap<u32, Severity>,
+    ui: &UiState,
+) -> Vec<usize> {
+    let mut pinned: Vec<(std::cmp::Reverse<_>, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let severity = e.pid(ui).and_then(|pid| marked.get(&pid).copied())?;
+            Some((std::cmp::Reverse(severity), i))
+        })
+        .collect();
+    pinned.sort();
+    pinned.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Which rows are in view when not all fit in `room`: the selection and the rows with a
@@ -422,9 +461,15 @@ fn title(ui: &UiState, width: u16, filtered: usize, more: usize, empty: bool) ->
 }
 
 /// The pane's lines in `area`: the title, the header, and a row per entry in view.
-pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Line<'static>> {
+pub fn lines(
+    snap: &Snapshot,
+    derived: &Rows,
+    ui: &UiState,
+    theme: &Theme,
+    area: Rect,
+) -> Vec<Line<'static>> {
     let width = usize::from(area.width);
-    let rows = entries(snap, ui);
+    let rows = &derived.entries;
     let secs = period_secs(snap, ui);
     let descending = ui.sort.descending_by_default() != ui.reversed;
     let arrow = if descending { "▼" } else { "▲" };
@@ -452,23 +497,13 @@ pub fn lines(snap: &Snapshot, ui: &UiState, theme: &Theme, area: Rect) -> Vec<Li
     };
     // Rows with an active finding stay in view however the table is sorted, the worst first
     // when they do not all fit.
-    let marked = severities(snap);
-    let mut pinned: Vec<(std::cmp::Reverse<_>, usize)> = rows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| {
-            let severity = e.pid(ui).and_then(|pid| marked.get(&pid).copied())?;
-            Some((std::cmp::Reverse(severity), i))
-        })
-        .collect();
-    pinned.sort();
-    let pinned: Vec<usize> = pinned.into_iter().map(|(_, i)| i).collect();
+    let marked = &derived.marked;
     let room = usize::from(area.height.saturating_sub(2));
-    let in_view = window(rows.len(), room, selected, &pinned);
+    let in_view = window(rows.len(), room, selected, &derived.pinned);
     let title = title(
         ui,
         area.width,
-        filtered_out(snap, ui),
+        derived.filtered_out,
         rows.len() - in_view.len(),
         rows.is_empty(),
     );
@@ -524,11 +559,12 @@ pub fn render(
     frame: &mut ratatui::Frame,
     area: Rect,
     snap: &Snapshot,
+    rows: &Rows,
     ui: &UiState,
     theme: &Theme,
 ) {
     frame.render_widget(
-        ratatui::widgets::Paragraph::new(lines(snap, ui, theme, area)),
+        ratatui::widgets::Paragraph::new(lines(snap, rows, ui, theme, area)),
         area,
     );
 }

@@ -14,7 +14,7 @@ use crate::{
     history::History,
     model::{Dev, findings::Severity},
     pipeline::{Pipeline, Step},
-    view::{SortKey, disks, disks_in_view, dstate, heatmap, latency, layout, render, status},
+    view::{Rows, SortKey, disks, disks_in_view, dstate, heatmap, latency, layout, render, status},
 };
 
 const SIZES: [(u16, u16); 5] = [(80, 24), (100, 30), (120, 40), (200, 50), (250, 60)];
@@ -93,7 +93,8 @@ fn laid_out(
     area: Rect,
 ) -> Vec<(&'static str, Rect, Vec<Line<'static>>)> {
     let theme = Theme::default();
-    let panes = layout(area, snap, ui).unwrap();
+    let rows = Rows::new(snap, ui);
+    let panes = layout(area, snap, &rows, ui).unwrap();
     let in_view = disks_in_view(snap, ui, area.height);
     let mut out = vec![
         (
@@ -109,7 +110,7 @@ fn laid_out(
         (
             "procs",
             panes.procs,
-            procs::lines(snap, ui, &theme, panes.procs),
+            procs::lines(snap, &rows, ui, &theme, panes.procs),
         ),
         (
             "keys",
@@ -121,7 +122,7 @@ fn laid_out(
         out.push((
             "findings",
             panes.findings,
-            findings::lines(snap, ui, &theme, panes.findings),
+            findings::lines(snap, &rows.groups, ui, &theme, panes.findings),
         ));
     }
     if panes.dstate.height > 0 {
@@ -135,13 +136,13 @@ fn laid_out(
         (
             "heatmap",
             panes.latency,
-            heatmap::lines(snap, history, ui, &theme, panes.latency),
+            heatmap::lines(snap, history, &rows, ui, &theme, panes.latency),
         )
     } else {
         (
             "latency",
             panes.latency,
-            latency::lines(snap, ui, &theme, panes.latency),
+            latency::lines(snap, &rows, ui, &theme, panes.latency),
         )
     });
     out
@@ -416,7 +417,8 @@ fn the_culprit_stays_in_view_at_every_size() {
             seen += 1;
             for size in SIZES {
                 let screen = draw(size.0, size.1, snap, &app.history, &app.ui);
-                let procs = layout(Rect::new(0, 0, size.0, size.1), snap, &app.ui)
+                let rows = Rows::new(snap, &app.ui);
+                let procs = layout(Rect::new(0, 0, size.0, size.1), snap, &rows, &app.ui)
                     .unwrap()
                     .procs;
                 let rows = cut(&screen, procs);
