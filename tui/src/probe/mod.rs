@@ -203,12 +203,17 @@ impl Probes {
             ..ProbeReport::default()
         };
         let attached = attach_all(&mut ebpf, plan, btf, &mut report)?;
+        let planned = plan.steps.iter().any(Step::is_trampoline);
+        if planned && !attached.failed.contains_key(plan::TRAMPOLINES) {
+            plan::on_trampolines(&mut report.sync_sources);
+        }
         if let Some(why) = attached.failed.get(plan::TRAMPOLINES) {
             report.syscall_path = if attached.failed.contains_key("raw_sys_exit") {
                 format!("none: a trampoline and raw sys_exit were refused: {why}")
             } else {
                 format!(
-                    "raw sys_enter/sys_exit, run on every system call of the host: a trampoline was refused: {why}"
+                    "raw sys_enter/sys_exit, {}: a trampoline was refused: {why}",
+                    plan::Part::Trampolines.loss()
                 )
             };
         }

@@ -60,6 +60,27 @@ struct WriteEnd {
     how: &'static str,
 }
 
+/// How a synced write ends where the raw `sys_exit` ends it.
+const RAW_WRITE_END: &str = "ended by the write's exit (raw sys_exit)";
+
+/// How the sync calls are traced where their trampolines are attached: the plan says the
+/// raw pair, which is what runs wherever one is refused.
+pub fn on_trampolines(sources: &mut [SyncSource]) {
+    for source in sources {
+        let Ok(how) = &mut source.status else {
+            continue;
+        };
+        if source.kind == SyncSourceKind::SyncCalls {
+            *how = format!(
+                "trampolines (fentry/fexit on each call): {} (entry and exit)",
+                syscalls::sync_calls()
+            );
+        } else {
+            *how = how.replace(RAW_WRITE_END, "ended by the write's exit (its fexit)");
+        }
+    }
+}
+
 /// Plans the probes of every way to make data durable after the sync calls' own (their
 /// steps already in `plan`), and lists each source with how it is traced or why it is not.
 pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
@@ -82,7 +103,7 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
     let write_end = if raw_syscalls {
         Some(WriteEnd {
             program: "raw_sys_exit",
-            how: "ended by the write's exit (its trampoline, else raw sys_exit)",
+            how: RAW_WRITE_END,
         })
     } else if classic.is_ok() {
         synced_writes::classic_write_exits(k, plan, &mut b)
@@ -124,12 +145,7 @@ fn sync_calls(raw_syscalls: bool, plan: &mut Plan) {
     plan.sync_sources.push(SyncSource {
         kind: SyncSourceKind::SyncCalls,
         name: "fsync, fdatasync, sync_file_range, syncfs, sync, msync(MS_SYNC)",
-        status: if plan.steps.iter().any(Step::is_trampoline) {
-            Ok(format!(
-                "trampolines on their entry functions, else raw sys_enter/sys_exit: {} (entry and exit)",
-                syscalls::sync_calls()
-            ))
-        } else if raw_syscalls {
+        status: if raw_syscalls {
             Ok(format!(
                 "raw sys_enter/sys_exit: {} (entry and exit)",
                 syscalls::sync_calls()

@@ -30,9 +30,9 @@ use iotop_bpf_common::{
     tracepoint::FieldOffsets,
 };
 
-pub use self::durable::SyncSource;
 #[cfg(test)]
 pub use self::durable::SyncSourceKind;
+pub use self::durable::{SyncSource, on_trampolines};
 use super::facts::KernelFacts;
 
 /// Where a program attaches.
@@ -130,9 +130,7 @@ impl Part {
             Self::TypedReads => {
                 "requests are read with bpf_probe_read_kernel, not direct loads (more BPF time per request)"
             }
-            Self::Trampolines => {
-                "every system call of the host runs the sync probes (raw sys_enter/sys_exit), not only the calls they follow"
-            }
+            Self::Trampolines => "run on every system call of the host, not only the followed ones",
         }
     }
 }

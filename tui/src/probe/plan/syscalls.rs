@@ -168,7 +168,9 @@ pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut
             Ok(abi) => {
                 plan.syscall_path = match trampolines(k, abi, plan) {
                     Ok(()) => "trampolines on the followed calls' entry functions (fentry/fexit): the host's other system calls run nothing".to_string(),
-                    Err(why) => format!("raw sys_enter/sys_exit, run on every system call of the host: {why}"),
+                    Err(why) => {
+                        format!("raw sys_enter/sys_exit, {}: {why}", Part::Trampolines.loss())
+                    }
                 };
                 raw_steps(plan);
                 return;
