@@ -25,7 +25,6 @@ pub(crate) mod heap;
 pub(crate) mod history;
 pub(crate) mod names;
 pub(crate) mod pipeline;
-pub(crate) mod probe;
 pub(crate) mod recording;
 pub(crate) mod report;
 pub(crate) mod shutdown;

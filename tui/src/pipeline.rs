@@ -15,12 +15,12 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, Result};
+use iotop_bpf_probe::privilege::Environment;
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval, interval_at};
 
 use crate::{
     feed::LiveFeed,
     model::{Aggregator, Input, SampleKind, Settings, Snapshot},
-    probe::privilege::Environment,
     recording::{self, Header, Note, Recorder, Replayer, Watch},
 };
 

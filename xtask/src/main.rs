@@ -228,7 +228,7 @@ fn test() -> Result<()> {
 
 /// Unit and render tests; the privileged tests are `#[ignore]` and show as ignored here.
 fn workspace_tests() -> Result<Outcome> {
-    // The eBPF crate only builds for bpfel-unknown-none (the tui build script builds it).
+    // The eBPF crate only builds for bpfel-unknown-none (the probe build script builds it).
     run(cmd("cargo").args([
         "test",
         "--release",
@@ -241,7 +241,7 @@ fn workspace_tests() -> Result<Outcome> {
 
 /// The view's tests as on a machine without the eBPF toolchain: stable Rust, neither nightly
 /// nor bpf-linker on PATH, and the eBPF object left empty (`AYA_BUILD_SKIP=1`, see
-/// tui/build.rs). Its own target directory, so that the release build is not rebuilt.
+/// probe/build.rs). Its own target directory, so that the release build is not rebuilt.
 fn view_tests_without_bpf_toolchain() -> Result<Outcome> {
     let which = |tool: &str| -> Result<String> {
         let out = cmd("rustup")
@@ -268,9 +268,9 @@ fn view_tests_without_bpf_toolchain() -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// The probe plan's and the stack symboliser's tests again, built for aarch64 and run under
-/// qemu-user: the plan is the kernel's (every captured kernel, both architectures), whatever
-/// machine it is made on.
+/// The loader's tests (the probe plan's among them) and the stack symboliser's again, built
+/// for aarch64 and run under qemu-user: the plan is the kernel's (every captured kernel, both
+/// architectures), whatever machine it is made on.
 fn aarch64_plan_tests() -> Result<Outcome> {
     let target = Target::Aarch64;
     let mut env = target.build_env()?;
@@ -278,18 +278,25 @@ fn aarch64_plan_tests() -> Result<Outcome> {
         "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER".to_string(),
         format!("qemu-{}-static", target.arch()),
     ));
-    run(cmd("cargo").envs(env).args([
-        "test",
-        "--release",
-        "--target",
-        target.triple(),
-        "--package",
-        "iotop-bpf",
-        "--lib",
-        "--",
-        "probe::",
-        "feed::kallsyms",
-    ]))?;
+    for (package, only) in [
+        ("iotop-bpf-probe", None),
+        ("iotop-bpf", Some("feed::kallsyms")),
+    ] {
+        let mut command = cmd("cargo");
+        command.envs(env.iter().cloned()).args([
+            "test",
+            "--release",
+            "--target",
+            target.triple(),
+            "--package",
+            package,
+            "--lib",
+        ]);
+        if let Some(only) = only {
+            command.args(["--", only]);
+        }
+        run(&mut command)?;
+    }
     Ok(Outcome::Passed)
 }
 

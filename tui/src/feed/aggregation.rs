@@ -2,13 +2,10 @@
 //! the kernel's per-(process, disk) sums at each sample (see `iotop_bpf_common::aggregate`).
 
 use aya::maps::{MapData, PerCpuHashMap};
-
 use iotop_bpf_common::aggregate::{ProcDiskAggregate, ProcDiskKey};
+use iotop_bpf_probe::control::{self, Knobs};
 
-use crate::{
-    model::{Comm, Dev, ProcDiskTotals},
-    probe::control::{self, Knobs},
-};
+use crate::model::{Comm, Dev, ProcDiskTotals};
 
 /// Requests per second (all disks) from which the probes aggregate by default. Streaming
 /// costs ~100 ns of this process's CPU per request (decoding, the books; the bench: 2.4% of

@@ -31,6 +31,11 @@ use iotop_bpf_common::maps::{
     COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, COUNTER_SAMPLED, DiskAggregate, LogicalWrites,
 };
 use iotop_bpf_common::throttle::{CallKey, CallTotals, DirtyTotals};
+use iotop_bpf_probe::{
+    ProbeMaps, ProbeReport, Probes,
+    control::{self, Knobs},
+    privilege::Environment,
+};
 use tokio::io::unix::AsyncFd;
 
 use self::{
@@ -49,11 +54,6 @@ use crate::{
     model::{
         CgroupInfo, Comm, DStateNow, Dev, DiskTotals, Input, KernelCounters, KernelSample, NoStack,
         SampleKind,
-    },
-    probe::{
-        ProbeMaps, ProbeReport, Probes,
-        control::{self, Knobs},
-        privilege::Environment,
     },
 };
 
@@ -391,7 +391,7 @@ impl LiveFeed {
                     (t.tid, t.ips[..frames.min(t.ips.len())].to_vec())
                 })),
                 Err(e) => {
-                    let note = format!("{}: {e:#}", crate::probe::plan::Part::StuckSites.loss());
+                    let note = format!("{}: {e:#}", iotop_bpf_probe::plan::Part::StuckSites.loss());
                     if !self.report.degraded.contains(&note) {
                         self.report.degraded.push(note);
                     }

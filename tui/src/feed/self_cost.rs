@@ -9,10 +9,9 @@
 
 use std::os::fd::OwnedFd;
 
-use crate::{
-    model::SelfCost,
-    probe::{Probes, control},
-};
+use iotop_bpf_probe::{Probes, control};
+
+use crate::model::SelfCost;
 
 /// One interval in this many is measured when the statistics are not on for the host.
 pub const SAMPLE_EVERY: u64 = 10;

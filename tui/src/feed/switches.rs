@@ -2,11 +2,13 @@
 //! direct I/O call latency (by `IOTOP_BPF_CALL_LATENCY`, and in `auto` while a cgroup I/O
 //! control is configured) and the scheduler split (while a disk with a scheduler is busy).
 
+use iotop_bpf_probe::control::Knobs;
+
 use super::{
     io_controls,
     sysfs::{self, block_device_names},
 };
-use crate::{clock::monotonic_ns, model::Dev, probe::control::Knobs};
+use crate::{clock::monotonic_ns, model::Dev};
 
 /// When direct I/O call latency is measured (`IOTOP_BPF_CALL_LATENCY`): it costs ~300 ns of
 /// BPF time per direct I/O call on an iomap filesystem (docs/overhead.md), so by

@@ -4,12 +4,10 @@
 
 use aya::maps::{MapData, PerCpuHashMap};
 use iotop_bpf_common::throttle::{CallKey, CallTotals, DirtyTotals};
+use iotop_bpf_probe::control::{self, Knobs};
 
 use super::{io_controls, mounts, switches::CallLatencySwitch};
-use crate::{
-    model::{Comm, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings, IoLimits},
-    probe::control::{self, Knobs},
-};
+use crate::model::{Comm, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings, IoLimits};
 
 /// Reads the kernel's per-process call-latency and dirty-pause aggregates, and annotates the
 /// processes whose figures moved with their cgroup's I/O limits.

@@ -2,11 +2,9 @@
 //! `--facts`, the kernel's answers to every question the plan asks, as the tests' fixtures.
 
 use anyhow::Result;
+use iotop_bpf_probe::{Probes, privilege};
 
-use crate::{
-    names,
-    probe::{Probes, privilege},
-};
+use crate::names;
 
 /// What `check` is given.
 pub struct Options {
@@ -19,13 +17,13 @@ pub struct Options {
 pub fn run(args: &Options) -> Result<()> {
     let env = privilege::check()?;
     if args.facts {
-        let facts = crate::probe::facts::KernelFacts::gather(
+        let facts = iotop_bpf_probe::facts::KernelFacts::gather(
             env.kernel_release.clone(),
             env.tracefs.clone(),
         );
         // Every question the plan asks is recorded as it is answered: plan every way the
         // tests will (classic tracepoints forced, perf_event_open refused) to record them all.
-        use crate::probe::plan::{self, Options};
+        use iotop_bpf_probe::plan::{self, Options};
         let mut facts = facts;
         let access = facts.access.clone();
         facts.access.perf_event_open = Err("refused, to record the raw-only plan".into());
@@ -38,7 +36,7 @@ pub fn run(args: &Options) -> Result<()> {
                 ..Options::default()
             },
         );
-        if let Err(e) = plan::plan(&facts, crate::probe::options_from_env()) {
+        if let Err(e) = plan::plan(&facts, iotop_bpf_probe::options_from_env()) {
             eprintln!(
                 "iotop-bpf: note: the plan fails here: {}",
                 names::show(&e.to_string())
@@ -54,7 +52,7 @@ pub fn run(args: &Options) -> Result<()> {
         }
     };
     say(format!("kernel: {}", env.kernel_release));
-    if let Some(lockdown) = crate::probe::facts::lockdown_here() {
+    if let Some(lockdown) = iotop_bpf_probe::facts::lockdown_here() {
         say(format!("lockdown: {lockdown}"));
     }
     match &env.tracefs {

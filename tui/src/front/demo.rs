@@ -20,9 +20,10 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use iotop_bpf_loopfs::LoopFs;
+use iotop_bpf_probe::privilege;
 
 use super::{app, batch};
-use crate::{pipeline::Pipeline, probe::privilege};
+use crate::pipeline::Pipeline;
 
 /// What `iotop-bpf demo` is asked to show.
 #[derive(Clone, Debug)]

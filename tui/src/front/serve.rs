@@ -5,11 +5,11 @@
 use std::{net::SocketAddr, time::Duration};
 
 use anyhow::{Context as _, Result};
+use iotop_bpf_probe::privilege;
 
 use crate::{
     model::Snapshot,
     pipeline::{self, Flow, Front, Pipeline},
-    probe::privilege,
     recording::Watch,
     shutdown::Shutdown,
 };

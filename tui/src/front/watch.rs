@@ -5,9 +5,10 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use anyhow::{Context as _, Result};
+use iotop_bpf_probe::privilege;
 
 use super::{app, batch};
-use crate::{pipeline::Pipeline, probe::privilege};
+use crate::pipeline::Pipeline;
 
 /// What the default command is given.
 pub struct Options {

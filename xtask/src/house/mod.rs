@@ -1,8 +1,8 @@
 //! `cargo xtask house`: a drawing of who imports whom, so the layering is checked, not hoped.
 //!
-//! The "house" is the binary crate's top-level modules (rooms) with the model crate as one
-//! room, a second drawing of the model's own rooms, and the kernel side's: the eBPF crate's
-//! files and the wire types' (`common/`). An arrow `a → b` says a file of room
+//! The "house" is the binary crate's top-level modules (rooms) with the model crate and the
+//! loader crate (`probe/`) as one room each, a second drawing of the model's own rooms, and
+//! the kernel side's: the eBPF crate's files and the wire types' (`common/`). An arrow `a → b` says a file of room
 //! `a` names a path into room `b` (a `use`, or a `crate::`/`super::`/`self::` or extern-crate
 //! path anywhere in the code, macros included; comments and strings are not code). A room's
 //! floor is the longest path down from it (a room that imports no other room is on floor 1).
@@ -74,6 +74,13 @@ pub fn house() -> Result<()> {
             root: "main.rs",
             mount: vec!["main".into()],
         },
+        // The loader was a module of the binary (tui/src/probe) before it was a crate: it is
+        // mounted where it was.
+        CrateSrc {
+            dir: root.join("probe/src"),
+            root: "lib.rs",
+            mount: vec!["probe".into()],
+        },
     ];
     // The model was a module of the binary (tui/src/model) before it was a crate.
     let model_is_a_crate = model_crate.join("lib.rs").exists();
@@ -87,13 +94,14 @@ pub fn house() -> Result<()> {
     let externs = HashMap::from([
         ("iotop_bpf".to_string(), vec![]),
         ("iotop_bpf_model".to_string(), vec!["model".to_string()]),
+        ("iotop_bpf_probe".to_string(), vec!["probe".to_string()]),
     ]);
     let tree = Tree::read(&crates, &externs)?;
     let binary = tree.drawing(&[], &["main"]);
     let model = tree.drawing(&["model"], &[]);
     print!(
         "{}",
-        binary.describe("the binary (iotop-bpf), the model as one room")
+        binary.describe("the binary (iotop-bpf), the model and the loader as one room each")
     );
     print!("{}", model.describe("the model (its rooms)"));
     if model_is_a_crate {
@@ -171,17 +179,31 @@ const PURE: &[&str] = &["iotop-bpf-common", "serde", "foldhash"];
 /// Every crate of the workspace (its folder) and what it may depend on at run time (its
 /// `[dependencies]`, not its dev- or build-dependencies), as ARCHITECTURE.md's table of
 /// crates says: a new crate, or a new dependency of one, is a decision made in both places.
-/// aya stays in the binary (and `common`'s optional `user` feature, which only the binary
-/// turns on).
+/// aya stays in the loader and, for the live feed's map reads, the binary (and `common`'s
+/// optional `user` feature, which only they turn on).
 const CRATES: &[(&str, &[&str])] = &[
     ("common", &["aya", "bytemuck"]),
     ("ebpf", &["iotop-bpf-common", "aya-ebpf"]),
     ("model", PURE),
     (
+        "probe",
+        &[
+            "iotop-bpf-common",
+            "aya",
+            "anyhow",
+            "thiserror",
+            "bytemuck",
+            "libc",
+            "serde",
+            "serde_json",
+        ],
+    ),
+    (
         "tui",
         &[
             "iotop-bpf-common",
             "iotop-bpf-model",
+            "iotop-bpf-probe",
             "iotop-bpf-loopfs",
             "aya",
             "anyhow",

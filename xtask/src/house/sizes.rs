@@ -26,6 +26,7 @@ const SIZE_LIMITS: (usize, usize) = (0, 0);
 const SOURCES: &[&str] = &[
     "tui/src",
     "model/src",
+    "probe/src",
     "common/src",
     "ebpf/src",
     "xtask/src",

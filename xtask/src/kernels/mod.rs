@@ -37,7 +37,7 @@ use self::cells::{Cell, Row, loads_cell, lockdown_cell, smoke_cells, table, writ
 
 /// A kernel of the matrix: Debian's packages of it, pinned by version and checksum.
 struct Kernel {
-    /// The name in the table and of its fixture (`tui/tests/data/kernels/<name>.json`).
+    /// The name in the table and of its fixture (`probe/tests/data/kernels/<name>.json`).
     name: &'static str,
     /// Who runs it.
     who: &'static str,
@@ -92,7 +92,7 @@ pub struct Args {
     /// `arm64`).
     #[arg(long)]
     pub only: Option<String>,
-    /// Copy each guest's `check --facts` over its fixture (tui/tests/data/kernels/).
+    /// Copy each guest's `check --facts` over its fixture (probe/tests/data/kernels/).
     #[arg(long)]
     pub update_fixtures: bool,
 }
@@ -366,7 +366,7 @@ pub fn kernels(args: &Args, binary: &Path) -> Result<()> {
             let facts = out.join("facts.json");
             if fs::metadata(&facts).is_ok_and(|m| m.len() > 0) {
                 let fixture = root_dir()
-                    .join("tui/tests/data/kernels")
+                    .join("probe/tests/data/kernels")
                     .join(format!("{}.json", kernel.name));
                 fs::copy(&facts, &fixture)?;
                 println!("updated {}", fixture.display());

@@ -7,7 +7,7 @@ use iotop_bpf_common::{
 };
 
 use super::{ARM64, KERNELS, X86_64, planned, programs, step};
-use crate::probe::plan::{Attach, Options, Part, Step, TRAMPOLINES};
+use crate::plan::{Attach, Options, Part, Step, TRAMPOLINES};
 
 #[test]
 fn system_calls_ride_trampolines_where_the_kernel_has_them_safe_and_the_raw_pair_else() {

@@ -17,7 +17,7 @@ use aya::{
 };
 use iotop_bpf_common::{sync::URING_SYNC_SEEN, throttle::CallSlot};
 
-use super::{Probes, classic_program, episodes::EpisodeTableView, plan::Attach, raw_program};
+use crate::{Probes, classic_program, episodes::EpisodeTableView, plan::Attach, raw_program};
 
 /// The probes' one-entry switches and alignments, the direct I/O calls in flight and the D
 /// episodes in progress: what user space writes into the kernel.

@@ -7,7 +7,8 @@ use iotop_bpf_common::{
     tracepoint::{ABSENT, FieldOffsets, WINDOW_LEN, WINDOW_START},
 };
 
-use super::{super::tracefs::EventFormat, KernelFacts, Part, Plan, Step, arg_is, arg_of, offsets};
+use super::{KernelFacts, Part, Plan, Step, arg_is, arg_of, offsets};
+use crate::tracefs::EventFormat;
 
 /// Plans the block probes on raw tracepoints, or on classic ones when `no_raw` says why raw
 /// ones cannot be used. `Err` when neither works: nothing to show then.

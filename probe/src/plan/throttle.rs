@@ -8,7 +8,8 @@ use iotop_bpf_common::{
     tracepoint::ABSENT,
 };
 
-use super::{super::btf::Param, KernelFacts, Part, Plan, Step, arg_is, offsets};
+use super::{KernelFacts, Part, Plan, Step, arg_is, offsets};
+use crate::btf::Param;
 
 pub fn plan(k: &KernelFacts, raw: bool, classic: &Result<(), String>, plan: &mut Plan) {
     direct_io(k, raw, classic, plan);

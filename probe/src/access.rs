@@ -6,7 +6,7 @@
 
 use std::io;
 
-use super::{
+use crate::{
     facts::{Access, CAP_SYS_RESOURCE, Memlock},
     tracefs::Tracefs,
 };

@@ -12,7 +12,8 @@ use iotop_bpf_common::{
     tracepoint::ABSENT,
 };
 
-use super::{super::tracefs::EventFormat, KernelFacts, Part, Plan, Step, TRAMPOLINES, arg_is};
+use super::{KernelFacts, Part, Plan, Step, TRAMPOLINES, arg_is};
+use crate::tracefs::EventFormat;
 
 /// One followed call's trampolines: (fentry program, fexit program, the entry functions
 /// to look for on x86-64, on arm64). A call without arguments (`sync`) has on x86-64 only

@@ -33,7 +33,7 @@ use iotop_bpf_common::{
 #[cfg(test)]
 pub use self::durable::SyncSourceKind;
 pub use self::durable::{SyncSource, on_trampolines};
-use super::facts::KernelFacts;
+use crate::facts::KernelFacts;
 
 /// Where a program attaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,7 +374,7 @@ pub fn plan(k: &KernelFacts, options: Options) -> Result<Plan, String> {
     // is named with lockdown as its reason (attach.rs).
     let classic = classic_allowed(k);
     let raw = if options.classic {
-        Err(format!("{}=classic", super::MODE_ENV))
+        Err(format!("{}=classic", crate::MODE_ENV))
     } else {
         k.btf_error.clone().map_or(Ok(()), Err)
     };

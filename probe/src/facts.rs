@@ -4,7 +4,7 @@
 //!
 //! On a live host the questions go to the kernel and every answer is recorded as it is
 //! given; `iotop-bpf check --facts` prints the record as JSON. The same record, captured in
-//! each kernel of the matrix (`tui/tests/data/kernels/`), answers the same questions in the
+//! each kernel of the matrix (`probe/tests/data/kernels/`), answers the same questions in the
 //! plan's unit tests, so the plan is tested against real kernels without booting them. A
 //! question the record never saw answers "absent" and is listed ([`KernelFacts::unanswered`]):
 //! the tests fail on it, which says a fixture needs capturing again.
@@ -13,7 +13,7 @@ use std::{cell::RefCell, collections::BTreeMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::{
     btf::{Btf, Param},
     tracefs::{EventFormat, Tracefs},
 };
@@ -174,7 +174,7 @@ impl KernelFacts {
             .lines()
             .filter_map(|l| l.split_whitespace().last().map(str::to_string))
             .collect();
-        let access = super::access::probe(tracefs.as_ref());
+        let access = crate::access::probe(tracefs.as_ref());
         Self {
             release,
             btf_error,

@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use aya::programs::Iter;
 use iotop_bpf_common::dstate::StuckThread;
 
-use super::Probes;
+use crate::Probes;
 
 /// The iterator program.
 const PROGRAM: &str = "dstate_stuck";

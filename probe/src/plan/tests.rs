@@ -1,5 +1,5 @@
 //! The plan against the facts captured in every kernel of the matrix
-//! (`tui/tests/data/kernels/*.json`, from `iotop-bpf check --facts` in each guest).
+//! (`probe/tests/data/kernels/*.json`, from `iotop-bpf check --facts` in each guest).
 
 use iotop_bpf_common::{
     block::{ORIGIN_INSERT, ORIGIN_START},
@@ -9,7 +9,7 @@ use iotop_bpf_common::{
 };
 
 use super::*;
-use crate::probe::facts::{self, Memlock, fixture};
+use crate::facts::{self, Memlock, fixture};
 
 /// Every kernel of the matrix, x86-64's and arm64's.
 const KERNELS: [&str; 7] = [

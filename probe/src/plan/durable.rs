@@ -10,10 +10,10 @@ use iotop_bpf_common::{
 };
 
 use super::{
-    super::tracefs::EventFormat,
     KernelFacts, Part, Plan, Step, arg_is, arg_of,
     syscalls::{self, Abi},
 };
+use crate::tracefs::EventFormat;
 
 mod synced_writes;
 

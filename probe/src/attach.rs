@@ -30,7 +30,7 @@ use iotop_bpf_common::{
     },
 };
 
-use super::{
+use crate::{
     DSTATE_RECORD_MIN_NS, ProbeReport, STACK_MIN_GAP_NS, WAKEUP_BYTES, as_classic, as_raw,
     plan::{Attach, Plan, Step, TRAMPOLINES},
 };

@@ -23,7 +23,7 @@
 
 use std::fmt;
 
-use super::tracefs::{Tracefs, TracefsError};
+use crate::tracefs::{Tracefs, TracefsError};
 
 const CAP_DAC_OVERRIDE: u32 = 1;
 const CAP_DAC_READ_SEARCH: u32 = 2;
@@ -136,7 +136,7 @@ fn check_with(
     let mut degraded = caps.degraded();
     // Raw tracepoints need no tracefs: its absence only rules out the classic fallbacks.
     let confidential =
-        super::facts::lockdown_here().is_some_and(|m| m.starts_with("confidentiality"));
+        crate::facts::lockdown_here().is_some_and(|m| m.starts_with("confidentiality"));
     let tracefs = tracefs(caps.has(CAP_SYS_ADMIN)).map_err(|e| match e {
         // Mounted or not, it shows no events there: nothing to mount or grant.
         _ if confidential => "kernel lockdown=confidentiality hides its events: only the classic-tracepoint fallbacks are lost".to_string(),

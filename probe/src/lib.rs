@@ -1,6 +1,8 @@
-//! Loading and attaching the eBPF probes as the plan says ([`plan`]), one program at a time:
-//! a program the kernel refuses degrades its part with a one-line reason (the whole
-//! verifier log goes to `iotop-bpf check --verbose`); only the block probes are required.
+//! iotop-bpf's loader, the only user-space crate with aya: the eBPF object (built by
+//! `build.rs`, embedded here), the kernel's facts ([`facts`]), the plan made of them
+//! ([`plan`]), and the probes loaded and attached as the plan says, one program at a time: a
+//! program the kernel refuses degrades its part with a one-line reason (the whole verifier
+//! log goes to `iotop-bpf check --verbose`); only the block probes are required.
 
 pub mod access;
 mod attach;
