@@ -6,10 +6,56 @@
 
 use std::io;
 
-use crate::{
-    facts::{Access, CAP_SYS_RESOURCE, Memlock},
-    tracefs::Tracefs,
-};
+use serde::{Deserialize, Serialize};
+
+use crate::tracefs::Tracefs;
+
+/// How BPF memory is charged here (measured, not assumed from a version).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Memlock {
+    /// To the memory cgroup (5.11+): RLIMIT_MEMLOCK does not matter.
+    #[default]
+    Cgroup,
+    /// To RLIMIT_MEMLOCK (before 5.11): the limit must be raised before loading.
+    Rlimit,
+    /// Could not be told (no map could be created at all).
+    Unknown,
+}
+
+/// What this process may do here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Access {
+    /// Effective capabilities (`CapEff`).
+    pub caps: u64,
+    /// `kernel.perf_event_paranoid`, when readable.
+    pub perf_event_paranoid: Option<i32>,
+    /// Whether `perf_event_open` of a tracepoint works for this process: what classic
+    /// tracepoints need (tried, not inferred; `Err`: the error).
+    pub perf_event_open: Result<(), String>,
+    pub memlock: Memlock,
+    /// RLIMIT_MEMLOCK's hard limit (`None`: unlimited).
+    pub memlock_hard: Option<u64>,
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Self {
+            caps: 0,
+            perf_event_paranoid: None,
+            perf_event_open: Err("not tried".to_string()),
+            memlock: Memlock::default(),
+            memlock_hard: None,
+        }
+    }
+}
+
+pub const CAP_SYS_RESOURCE: u32 = 24;
+
+impl Access {
+    pub fn has(&self, cap: u32) -> bool {
+        self.caps & (1 << cap) != 0
+    }
+}
 
 pub fn probe(tracefs: Option<&Tracefs>) -> Access {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

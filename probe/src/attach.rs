@@ -31,9 +31,49 @@ use iotop_bpf_common::{
 };
 
 use crate::{
-    DSTATE_RECORD_MIN_NS, ProbeReport, STACK_MIN_GAP_NS, WAKEUP_BYTES, as_classic, as_raw,
     plan::{Attach, Plan, Step, TRAMPOLINES},
+    report::ProbeReport,
 };
+
+/// Bytes of unread ring data above which the kernel wakes the reader early (between the
+/// reader's own drain ticks). A quarter of the ring leaves room for bursts while it drains.
+const WAKEUP_BYTES: u64 = 1 << 20;
+
+/// Finished D episodes shorter than this only add to their process's D time; longer ones are
+/// streamed (one record each) for the "longest recent episodes" list.
+const DSTATE_RECORD_MIN_NS: u64 = 1_000_000;
+
+/// The least time between two stacks one CPU takes at a switch into D. A stack costs a few
+/// µs of BPF time, and synchronous I/O switches into D once per request: at 1 ms, psync reads
+/// paid ~140 ns each for stacks almost none of which were ever shown (an episode under 1 ms
+/// is not streamed; a longer one takes its sleeper's stack at the wakeup). At 10 ms, at most
+/// 100 stacks a second per CPU, which still names where a thread found in D at a tick waits
+/// when /proc cannot (without CAP_SYS_ADMIN).
+const STACK_MIN_GAP_NS: u64 = 10_000_000;
+
+/// The raw tracepoint program `program` of the object.
+pub(crate) fn raw_program<'a>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut RawTracePoint> {
+    as_raw(ebpf.program_mut(program), program)
+}
+
+/// The classic tracepoint program `program` of the object.
+pub(crate) fn classic_program<'a>(ebpf: &'a mut Ebpf, program: &str) -> Result<&'a mut TracePoint> {
+    as_classic(ebpf.program_mut(program), program)
+}
+
+fn as_raw<'a>(found: Option<&'a mut Program>, program: &str) -> Result<&'a mut RawTracePoint> {
+    found
+        .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+        .try_into()
+        .with_context(|| format!("{program} is not a raw tracepoint program"))
+}
+
+fn as_classic<'a>(found: Option<&'a mut Program>, program: &str) -> Result<&'a mut TracePoint> {
+    found
+        .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?
+        .try_into()
+        .with_context(|| format!("{program} is not a tracepoint program"))
+}
 
 /// The object's programs by name, each borrowed on its own: one can be verified on another
 /// thread while the others load.

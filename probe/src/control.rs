@@ -10,30 +10,42 @@
 
 use std::os::fd::OwnedFd;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Pod,
-    maps::{Array, MapData, MapError, PerCpuHashMap},
+    maps::{Array, MapData, MapError},
 };
-use iotop_bpf_common::{sync::URING_SYNC_SEEN, throttle::CallSlot};
+use iotop_bpf_common::{
+    aggregate::AGGREGATE_ALIGN,
+    dio::DIO_STREAM_ALIGN,
+    maps::{DSTATE_EPISODES, SCHED_SPLIT_ON},
+    sync::URING_SYNC_SEEN,
+    throttle::{CALL_LATENCY_ON, CallSlot, DIO_CALLS_IN_FLIGHT},
+};
 
-use crate::{Probes, classic_program, episodes::EpisodeTableView, plan::Attach, raw_program};
+use crate::{
+    Probes,
+    attach::{classic_program, raw_program},
+    episodes::{self, EpisodeTableView},
+    maps::PerCpuTable,
+    plan::Attach,
+};
 
 /// The probes' one-entry switches and alignments, the direct I/O calls in flight and the D
 /// episodes in progress: what user space writes into the kernel.
 pub struct Knobs {
     /// The alignment below which direct I/O calls are streamed.
-    pub(super) dio_stream_align: Array<MapData, u64>,
+    dio_stream_align: Array<MapData, u64>,
     /// The scheduler split's switch (`SCHED_SPLIT_ON`).
-    pub(super) sched_split_on: Array<MapData, u32>,
+    sched_split_on: Array<MapData, u32>,
     /// The switch of direct I/O call latency (`CALL_LATENCY_ON`).
-    pub(super) call_latency_on: Array<MapData, u32>,
+    call_latency_on: Array<MapData, u32>,
     /// Aggregation mode's switch and alignment (`AGGREGATE_ALIGN`; 0: streaming).
-    pub(super) aggregate_align: Array<MapData, u64>,
+    aggregate_align: Array<MapData, u64>,
     /// Direct I/O calls in progress (a set-associative array).
-    pub(super) dio_calls_in_flight: Array<MapData, CallSlot>,
+    dio_calls_in_flight: Array<MapData, CallSlot>,
     /// The D episodes in progress (`DSTATE_EPISODES`, mapped).
-    pub(super) dstate_episodes: EpisodeTableView,
+    dstate_episodes: EpisodeTableView,
 }
 
 impl Knobs {
@@ -91,12 +103,9 @@ impl Knobs {
 
 /// Removes `keys` from a per-process map: the entries of processes that exited, once a
 /// sample has read their last values.
-pub fn forget<K: Pod, V: Pod>(
-    map: &mut PerCpuHashMap<MapData, K, V>,
-    keys: impl IntoIterator<Item = K>,
-) {
+pub fn forget<K: Pod, V: Pod>(map: &mut PerCpuTable<K, V>, keys: impl IntoIterator<Item = K>) {
     for key in keys {
-        let _ = map.remove(&key);
+        map.remove(&key);
     }
 }
 
@@ -107,6 +116,30 @@ pub fn enable_run_time_stats() -> Option<OwnedFd> {
 }
 
 impl Probes {
+    /// What user space writes into the kernel, taken out of the object (once).
+    pub fn take_knobs(&mut self) -> Result<Knobs> {
+        let mut take = |name: &str| {
+            self.ebpf
+                .take_map(name)
+                .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+        };
+        Ok(Knobs {
+            dio_stream_align: Array::try_from(take(DIO_STREAM_ALIGN)?)
+                .context("map DIO_STREAM_ALIGN")?,
+            sched_split_on: Array::try_from(take(SCHED_SPLIT_ON)?).context("map SCHED_SPLIT_ON")?,
+            call_latency_on: Array::try_from(take(CALL_LATENCY_ON)?)
+                .context("map CALL_LATENCY_ON")?,
+            aggregate_align: Array::try_from(take(AGGREGATE_ALIGN)?)
+                .context("map AGGREGATE_ALIGN")?,
+            dio_calls_in_flight: Array::try_from(take(DIO_CALLS_IN_FLIGHT)?)
+                .context("map DIO_CALLS_IN_FLIGHT")?,
+            dstate_episodes: match take(DSTATE_EPISODES)? {
+                aya::maps::Map::Array(map) => episodes::EpisodeTableView::map(map)?,
+                _ => bail!("map DSTATE_EPISODES is not an array"),
+            },
+        })
+    }
+
     /// Attaches the deferred probes once the probes have seen an io_uring sync
     /// (`URING_SYNC_SEEN`); cheap to call often (one map read until then, nothing after).
     /// Returns whether it attached them now.

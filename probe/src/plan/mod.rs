@@ -312,6 +312,27 @@ pub struct Options {
     pub fault: u32,
 }
 
+/// Set to `classic` to force the classic tracepoints (for comparison and tests).
+pub const MODE_ENV: &str = "IOTOP_BPF_TRACEPOINTS";
+
+/// Set (tests) to make the kernel refuse a probe: `reject-dstate`, both D-state switch probes;
+/// `reject-wait-sites`, the BTF-typed switch probe that takes stacks; `reject-block`, the raw
+/// completion probe (required: the tool stops).
+pub const FAULT_ENV: &str = "IOTOP_BPF_FAULT";
+
+/// The plan's options from the environment.
+pub fn options_from_env() -> Options {
+    Options {
+        classic: std::env::var(MODE_ENV).is_ok_and(|v| v == "classic"),
+        fault: match std::env::var(FAULT_ENV).as_deref() {
+            Ok("reject-dstate") => iotop_bpf_common::raw::FAULT_REJECT_DSTATE,
+            Ok("reject-wait-sites") => iotop_bpf_common::raw::FAULT_REJECT_WAIT_SITES,
+            Ok("reject-block") => iotop_bpf_common::raw::FAULT_REJECT_BLOCK,
+            _ => 0,
+        },
+    }
+}
+
 /// The whole plan.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -374,7 +395,7 @@ pub fn plan(k: &KernelFacts, options: Options) -> Result<Plan, String> {
     // is named with lockdown as its reason (attach.rs).
     let classic = classic_allowed(k);
     let raw = if options.classic {
-        Err(format!("{}=classic", crate::MODE_ENV))
+        Err(format!("{}=classic", MODE_ENV))
     } else {
         k.btf_error.clone().map_or(Ok(()), Err)
     };

@@ -9,7 +9,10 @@ use iotop_bpf_common::{
 };
 
 use super::*;
-use crate::facts::{self, Memlock, fixture};
+use crate::{
+    access::{Access, Memlock},
+    facts::fixture,
+};
 
 /// Every kernel of the matrix, x86-64's and arm64's.
 const KERNELS: [&str; 7] = [
@@ -26,7 +29,7 @@ const ARM64: [&str; 2] = ["arm64-6.1", "arm64-6.12"];
 
 /// The plan for `kernel` with `options` and, if given, other access; every question the plan
 /// asked had been answered when the fixture was captured.
-fn planned(kernel: &str, options: Options, access: Option<facts::Access>) -> Plan {
+fn planned(kernel: &str, options: Options, access: Option<Access>) -> Plan {
     let mut facts = fixture(kernel);
     if let Some(access) = access {
         facts = facts.with_access(access);
@@ -50,7 +53,7 @@ fn programs(plan: &Plan) -> Vec<&'static str> {
 
 /// What Debian's kernels do to a process with only the documented capabilities:
 /// `perf_event_open` refused at `kernel.perf_event_paranoid=3`.
-fn documented_capabilities(kernel: &str) -> facts::Access {
+fn documented_capabilities(kernel: &str) -> Access {
     let mut access = fixture(kernel).access;
     access.caps = (1 << 38) | (1 << 39) | (1 << 2) | (1 << 19) | (1 << 34) | (1 << 24);
     access.perf_event_open = Err("Permission denied (os error 13)".into());

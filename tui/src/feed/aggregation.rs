@@ -1,9 +1,11 @@
 //! Aggregation mode, user side: when to switch it on (past a measured rate of requests) and
 //! the kernel's per-(process, disk) sums at each sample (see `iotop_bpf_common::aggregate`).
 
-use aya::maps::{MapData, PerCpuHashMap};
 use iotop_bpf_common::aggregate::{ProcDiskAggregate, ProcDiskKey};
-use iotop_bpf_probe::control::{self, Knobs};
+use iotop_bpf_probe::{
+    control::{self, Knobs},
+    maps::PerCpuTable,
+};
 
 use crate::model::{Comm, Dev, ProcDiskTotals};
 
@@ -52,7 +54,7 @@ impl Policy {
 }
 
 pub struct Aggregation {
-    sums: PerCpuHashMap<MapData, ProcDiskKey, ProcDiskAggregate>,
+    sums: PerCpuTable<ProcDiskKey, ProcDiskAggregate>,
     policy: Policy,
     /// The alignment written into the kernel (0: streaming).
     written: u64,
@@ -62,10 +64,7 @@ pub struct Aggregation {
 }
 
 impl Aggregation {
-    pub fn new(
-        sums: PerCpuHashMap<MapData, ProcDiskKey, ProcDiskAggregate>,
-        policy: Policy,
-    ) -> Self {
+    pub fn new(sums: PerCpuTable<ProcDiskKey, ProcDiskAggregate>, policy: Policy) -> Self {
         Self {
             sums,
             policy,
@@ -119,8 +118,7 @@ impl Aggregation {
         let mut gone = Vec::new();
         let totals: Vec<ProcDiskTotals> = self
             .sums
-            .iter()
-            .filter_map(Result::ok)
+            .entries()
             .map(|(key, per_cpu)| {
                 if exited.contains(&key.tgid) {
                     gone.push(key);

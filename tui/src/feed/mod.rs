@@ -24,7 +24,6 @@ mod throttle;
 use std::io;
 
 use anyhow::{Context as _, Result};
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use iotop_bpf_common::maps::{
     COUNTER_AGGREGATE_FULL, COUNTER_AGGREGATED, COUNTER_COMPLETE_WITHOUT_START,
     COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED,
@@ -32,9 +31,11 @@ use iotop_bpf_common::maps::{
 };
 use iotop_bpf_common::throttle::{CallKey, CallTotals, DirtyTotals};
 use iotop_bpf_probe::{
-    ProbeMaps, ProbeReport, Probes,
+    Probes,
     control::{self, Knobs},
+    maps::{Counters, PerCpuTable, ProbeMaps, Ring},
     privilege::Environment,
+    report::ProbeReport,
 };
 use tokio::io::unix::AsyncFd;
 
@@ -59,15 +60,15 @@ use crate::{
 
 /// The live feed: probes attached, ring buffer registered with tokio.
 pub struct LiveFeed {
-    events: AsyncFd<RingBuf<MapData>>,
-    counters: PerCpuArray<MapData, u64>,
-    disks: PerCpuHashMap<MapData, u32, DiskAggregate>,
-    logical_writes: PerCpuHashMap<MapData, u32, LogicalWrites>,
+    events: AsyncFd<Ring>,
+    counters: Counters,
+    disks: PerCpuTable<u32, DiskAggregate>,
+    logical_writes: PerCpuTable<u32, LogicalWrites>,
     stacks: stacks::StackBook,
     /// Cgroup ids seen on requests since the last sample, and their names.
     cgroups_seen: std::collections::HashSet<u64, foldhash::fast::RandomState>,
     cgroups: cgroups::CgroupNames,
-    dstate_time: PerCpuHashMap<MapData, u32, u64>,
+    dstate_time: PerCpuTable<u32, u64>,
     /// Each process's D time from that map and the episode table's slots.
     dtime: dtime::DTime,
     /// Threads already in D when the probes attached (their episodes began unseen): tid ->
@@ -82,8 +83,8 @@ pub struct LiveFeed {
     /// once the sample has read their last values.
     exited: Vec<u32>,
     self_cost: self_cost::SelfCostMeter,
-    dio_calls: PerCpuHashMap<MapData, CallKey, CallTotals>,
-    dirty_pauses: PerCpuHashMap<MapData, u32, DirtyTotals>,
+    dio_calls: PerCpuTable<CallKey, CallTotals>,
+    dirty_pauses: PerCpuTable<u32, DirtyTotals>,
     /// The wait before the request: who had calls or pauses, and their cgroups.
     throttle: ThrottleWatch,
     sched_split: SchedSplitSwitch,
@@ -113,8 +114,8 @@ impl LiveFeed {
             dio_calls,
             dirty_pauses,
             proc_disks,
-            mut knobs,
         } = probes.take_maps()?;
+        let mut knobs = probes.take_knobs()?;
         let aggregation = aggregation::Aggregation::new(
             proc_disks,
             aggregation::Policy::from_env().map_err(|e| anyhow::anyhow!(e))?,
@@ -222,7 +223,9 @@ impl LiveFeed {
         let mut taken = 0;
         let mut bad = 0;
         while taken < max {
-            let Some(item) = ring.next() else { break };
+            let Some(item) = ring.next_record() else {
+                break;
+            };
             // A wakeup carries nothing: the probes wanted this drain (see above).
             if item.get(..2) == Some(&iotop_bpf_common::RECORD_WAKEUP.to_ne_bytes()[..]) {
                 continue;
@@ -265,12 +268,7 @@ impl LiveFeed {
         // First, so the host's instantaneous figures are those of `now_ns`, not of the end
         // of the map reads below (milliseconds later on a busy host).
         let host = host::sample();
-        let counter = |index: u32| -> u64 {
-            self.counters
-                .get(&index, 0)
-                .map(|per_cpu| per_cpu.iter().sum())
-                .unwrap_or(0)
-        };
+        let counter = |index: u32| self.counters.total(index);
         let counters = KernelCounters {
             ring_dropped: counter(COUNTER_RING_DROPPED),
             complete_without_start: counter(COUNTER_COMPLETE_WITHOUT_START),
@@ -284,15 +282,13 @@ impl LiveFeed {
         };
         let disks: Vec<DiskTotals> = self
             .disks
-            .iter()
-            .filter_map(Result::ok)
+            .entries()
             .map(|(dev, per_cpu)| sum_disk(Dev::from_kernel(dev), per_cpu.iter()))
             .collect();
         let mut writers = Vec::new();
         let logical_writes = self
             .logical_writes
-            .iter()
-            .filter_map(Result::ok)
+            .entries()
             .map(|(tgid, per_cpu)| {
                 // The command is on the CPU that created the entry.
                 if let Some(first) = per_cpu.iter().find(|w| w.comm[0] != 0) {
@@ -303,8 +299,7 @@ impl LiveFeed {
             .collect();
         let handed: Vec<(u32, u64)> = self
             .dstate_time
-            .iter()
-            .filter_map(Result::ok)
+            .entries()
             .map(|(tgid, per_cpu)| (tgid, per_cpu.iter().sum()))
             .collect();
         let dstate_time = self

@@ -45,14 +45,7 @@ impl SelfCostMeter {
     /// The cumulative costs now; then turns the statistics on or off for the next interval.
     pub fn sample(&mut self, probes: &Probes) -> SelfCost {
         let host_on = sysctl_on();
-        let (mut run_ns, mut runs) = (0u64, 0u64);
-        for (_, program) in probes.programs() {
-            if let Ok(info) = program.info() {
-                run_ns = run_ns
-                    .saturating_add(u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX));
-                runs = runs.saturating_add(info.run_count());
-            }
-        }
+        let (run_ns, runs) = probes.run_time();
         let cost = SelfCost {
             bpf_run_ns: run_ns,
             bpf_runs: runs,

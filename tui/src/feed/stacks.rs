@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use aya::maps::{MapData, StackTraceMap};
+use iotop_bpf_probe::maps::Stacks;
 
 use super::kallsyms::{self, Kallsyms};
 use crate::model::{NoStack, WakeupStack};
@@ -26,7 +26,7 @@ const PROC_READS_PER_TICK: usize = 256;
 pub type Site = (Vec<String>, Option<NoStack>);
 
 pub struct StackBook {
-    map: StackTraceMap<MapData>,
+    map: Stacks,
     kallsyms: Symbols,
     /// tid -> (episode start, frames from the iterator or /proc), for episodes in progress.
     from_proc: HashMap<u32, (u64, Vec<String>)>,
@@ -38,7 +38,7 @@ pub struct StackBook {
 
 impl StackBook {
     /// `kallsyms` may still be loading (see [`Kallsyms::load_in_background`]).
-    pub fn new(map: StackTraceMap<MapData>, kallsyms: std::thread::JoinHandle<Kallsyms>) -> Self {
+    pub fn new(map: Stacks, kallsyms: std::thread::JoinHandle<Kallsyms>) -> Self {
         Self {
             map,
             kallsyms: Symbols::Loading(Some(kallsyms)),
@@ -120,10 +120,10 @@ impl StackBook {
     /// The probes' sampled stack `stack_id`, if they took one.
     fn sampled(&mut self, stack_id: i32) -> Option<Site> {
         let id = u32::try_from(stack_id).ok()?;
-        Some(match self.map.get(&id, 0) {
-            Ok(trace) => self.symbolize(trace.frames().iter().map(|f| f.ip)),
+        Some(match self.map.ips(id) {
+            Some(ips) => self.symbolize(ips),
             // Replaced by another stack with the same hash (BPF_F_REUSE_STACKID).
-            Err(_) => (Vec::new(), Some(NoStack::Lost)),
+            None => (Vec::new(), Some(NoStack::Lost)),
         })
     }
 

@@ -2,9 +2,11 @@
 //! dirty-pause aggregates read at each sample, and the processes whose figures moved
 //! annotated with their cgroup's I/O limits and `vm.dirty_*`.
 
-use aya::maps::{MapData, PerCpuHashMap};
 use iotop_bpf_common::throttle::{CallKey, CallTotals, DirtyTotals};
-use iotop_bpf_probe::control::{self, Knobs};
+use iotop_bpf_probe::{
+    control::{self, Knobs},
+    maps::PerCpuTable,
+};
 
 use super::{io_controls, mounts, switches::CallLatencySwitch};
 use crate::model::{Comm, Dev, DioCallTotals, DirtyPauseTotals, DirtySettings, IoLimits};
@@ -44,8 +46,8 @@ impl ThrottleWatch {
     /// call latency on or off as its mode says.
     pub(super) fn sample(
         &mut self,
-        calls: &mut PerCpuHashMap<MapData, CallKey, CallTotals>,
-        pauses: &PerCpuHashMap<MapData, u32, DirtyTotals>,
+        calls: &mut PerCpuTable<CallKey, CallTotals>,
+        pauses: &PerCpuTable<u32, DirtyTotals>,
         block_sizes: &mut mounts::BlockSizes,
         knobs: &mut Knobs,
         exited: &[u32],
@@ -59,7 +61,7 @@ impl ThrottleWatch {
         let mut moved = std::collections::BTreeSet::new();
         let mut gone = Vec::new();
         let mut dio_calls = Vec::new();
-        for (key, per_cpu) in calls.iter().filter_map(Result::ok) {
+        for (key, per_cpu) in calls.entries() {
             if exited.contains(&key.tgid) {
                 gone.push(key);
             }
@@ -93,7 +95,7 @@ impl ThrottleWatch {
             dio_calls.push(totals);
         }
         let mut dirty_pauses = Vec::new();
-        for (tgid, per_cpu) in pauses.iter().filter_map(Result::ok) {
+        for (tgid, per_cpu) in pauses.entries() {
             let mut totals = DirtyPauseTotals {
                 tgid,
                 ..DirtyPauseTotals::default()

@@ -36,7 +36,7 @@ pub fn run(args: &Options) -> Result<()> {
                 ..Options::default()
             },
         );
-        if let Err(e) = plan::plan(&facts, iotop_bpf_probe::options_from_env()) {
+        if let Err(e) = plan::plan(&facts, iotop_bpf_probe::plan::options_from_env()) {
             eprintln!(
                 "iotop-bpf: note: the plan fails here: {}",
                 names::show(&e.to_string())
