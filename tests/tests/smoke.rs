@@ -12,7 +12,7 @@ use std::{
     fmt::Write as _,
     process::{Command, Stdio},
     thread,
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use iotop_bpf_integration::{
@@ -258,7 +258,7 @@ fn smoke(
     command: impl Fn() -> Command,
     aggregating: bool,
 ) -> Vec<(&'static str, Cell)> {
-    let other_calls = other_calls_cell(command());
+    let path = syscall_path();
     let mut command = command();
     if aggregating {
         command.env("IOTOP_BPF_AGGREGATE_ABOVE", "0");
@@ -269,8 +269,16 @@ fn smoke(
     let synced = ext4.path("synced");
     std::fs::write(&synced, b"x").unwrap();
 
+    // Statistics on for the whole run: each interval's runs count, from the programs' load.
+    let stats = BpfStats::on();
     let tool = JsonRun::start_command(command);
     let before = diskstats_reads_writes(bare.name());
+    // The other-calls loop first, then quiet until the interval it ends in has closed.
+    for _ in 0..OTHER_CALLS {
+        std::hint::black_box(std::os::unix::process::parent_id());
+    }
+    let loop_end = SystemTime::now();
+    thread::sleep(Duration::from_millis(800));
     let of = format!("of={}", bare.device);
     let iff = format!("if={}", bare.device);
     let count_w = format!("count={DD_WRITES}");
@@ -303,7 +311,10 @@ fn smoke(
     let (dstate, _) = workload(&["dstate", "--seconds", &D_SECONDS.to_string()]);
     let tail = dio_tail(&xfs.path("dio"));
     thread::sleep(Duration::from_millis(1500));
-    let intervals = tool.stop();
+    let timed = tool.stop_timed();
+    drop(stats);
+    let other_calls = other_calls_cell(&path, &timed, loop_end);
+    let intervals: Vec<Value> = timed.into_iter().map(|(_, i)| i).collect();
 
     let disk = (after.0 - before.0, after.1 - before.1);
     let dropped: u64 = intervals.iter().map(|i| num(&i["events"], "dropped")).sum();
@@ -345,54 +356,75 @@ fn smoke(
 }
 
 /// `getppid` calls for the `other calls` cell: a probe on every system call would run 2 per
-/// call, several times what everything else runs meanwhile (thousands, in a guest).
-const OTHER_CALLS: u64 = 300_000;
+/// call, many times what everything else runs meanwhile (hundreds, in a guest).
+const OTHER_CALLS: u64 = 100_000;
 
-/// The `other calls` cell: the tool alone, with the kernel keeping BPF statistics, while
-/// this thread makes [`OTHER_CALLS`] calls of `getppid`. Where `check` says the system-call
-/// probes ride trampolines, all of the tool's programs together must run fewer times than a
-/// tenth of the calls; where it says raw `sys_enter`/`sys_exit`, at least once per call (or
-/// the count could not see them either way).
-fn other_calls_cell(command: Command) -> Cell {
-    let check = Command::new(binary())
+/// `kernel.bpf_stats_enabled` on while alive, then as it was.
+struct BpfStats(Option<String>);
+
+impl BpfStats {
+    const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+    fn on() -> Self {
+        let before = std::fs::read_to_string(Self::PATH).ok();
+        let _ = std::fs::write(Self::PATH, "1");
+        Self(before)
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Some(before) = &self.0 {
+            let _ = std::fs::write(Self::PATH, before.trim());
+        }
+    }
+}
+
+/// Where `check` says the system-call probes run: its `system calls:` line.
+fn syscall_path() -> String {
+    Command::new(binary())
         .arg("check")
         .output()
-        .map_err(|e| e.to_string())?;
-    let check = String::from_utf8_lossy(&check.stdout);
-    let path = check
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix("system calls: "))
-        .ok_or("check names no system-call path")?
-        .to_string();
-    // Where none runs (lockdown refuses both ways), nothing must run per call either.
-    let trampolines = path.starts_with("trampolines") || path.starts_with("none");
-    const STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
-    let stats_before = std::fs::read_to_string(STATS).map_err(|e| format!("{STATS}: {e}"))?;
-    std::fs::write(STATS, "1").map_err(|e| format!("{STATS}: {e}"))?;
-    // Every interval counts, the first one's from the programs' load: the statistics were on.
-    let tool = JsonRun::start_command(command);
-    for _ in 0..OTHER_CALLS {
-        std::hint::black_box(std::os::unix::process::parent_id());
-    }
-    // The interval the loop ends in closes.
-    thread::sleep(Duration::from_millis(800));
-    let intervals = tool.stop();
-    let _ = std::fs::write(STATS, stats_before.trim());
-    let runs: u64 = intervals
+        .unwrap_or("not named")
+        .to_string()
+}
+
+/// The `other calls` cell: [`OTHER_CALLS`] calls of `getppid` made first in the run, with
+/// nothing else until the interval they end in has closed, and the kernel keeping BPF
+/// statistics. Where `check` says the system-call probes ride trampolines (or none run,
+/// under lockdown), all of the tool's programs together must run fewer times than a tenth
+/// of the calls meanwhile; on raw `sys_enter`/`sys_exit`, at least once per call (or the
+/// count could not see them either way).
+fn other_calls_cell(path: &str, timed: &[(SystemTime, Value)], loop_end: SystemTime) -> Cell {
+    // Every interval up to the first that arrived after the loop ended.
+    let upto = timed
         .iter()
-        .filter_map(|i| i["events"]["bpf_runs"].as_u64())
+        .position(|(arrived, _)| *arrived > loop_end)
+        .ok_or("no interval after the getppid loop")?;
+    if timed[..=upto]
+        .iter()
+        .any(|(_, i)| i["events"]["bpf_runs"].is_null())
+    {
+        return Err("the kernel kept no BPF statistics for an interval of the loop".into());
+    }
+    let runs: u64 = timed[..=upto]
+        .iter()
+        .filter_map(|(_, i)| i["events"]["bpf_runs"].as_u64())
         .sum();
     #[expect(clippy::cast_precision_loss, reason = "a ratio of counts")]
     let seen = format!(
         "{OTHER_CALLS} getppid calls, {runs} program runs in all ({:.3} per call)",
         runs as f64 / OTHER_CALLS as f64
     );
-    let path = path.split([':', ' ']).next().unwrap_or_default();
-    match (trampolines, runs) {
-        (true, r) if r < OTHER_CALLS / 10 => Ok(format!("{path}: {seen}")),
-        (true, _) => Err(format!("{path}, yet {seen}")),
-        (false, r) if r >= OTHER_CALLS => Ok(format!("raw sys_enter/sys_exit: {seen}")),
-        (false, _) => Err(format!("raw sys_enter/sys_exit, yet only {seen}")),
+    let word = path.split([':', ' ']).next().unwrap_or_default();
+    match word {
+        "trampolines" | "none" if runs < OTHER_CALLS / 10 => Ok(format!("{word}: {seen}")),
+        "raw" if runs >= OTHER_CALLS => Ok(format!("raw sys_enter/sys_exit: {seen}")),
+        _ => Err(format!("system calls: {path}, yet {seen}")),
     }
 }
 
