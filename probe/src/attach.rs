@@ -164,6 +164,19 @@ impl Refusal {
     }
 }
 
+/// `step`'s program as the kind its attach point needs (`what`: "an fentry", for the error).
+fn typed<'b, P>(programs: &'b mut Programs<'_>, step: &Step, what: &str) -> Result<&'b mut P>
+where
+    &'b mut P: TryFrom<&'b mut Program, Error = ProgramError>,
+{
+    programs
+        .get_mut(step.program)
+        .map(|p| &mut **p)
+        .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
+        .try_into()
+        .with_context(|| format!("{} is not {what} program", step.program))
+}
+
 /// Loads `step`'s program (once per program) and attaches it, unless it is deferred.
 fn load_and_attach(
     programs: &mut Programs<'_>,
@@ -175,12 +188,7 @@ fn load_and_attach(
     match step.attach {
         Attach::Btf(name) => {
             let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
-            let program: &mut BtfTracePoint = programs
-                .get_mut(step.program)
-                .map(|p| &mut **p)
-                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
-                .try_into()
-                .with_context(|| format!("{} is not a tp_btf program", step.program))?;
+            let program: &mut BtfTracePoint = typed(programs, step, "a tp_btf")?;
             if first {
                 program.load(name, btf)?;
             }
@@ -191,12 +199,7 @@ fn load_and_attach(
         }
         Attach::Entry(function) => {
             let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
-            let program: &mut FEntry = programs
-                .get_mut(step.program)
-                .map(|p| &mut **p)
-                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
-                .try_into()
-                .with_context(|| format!("{} is not an fentry program", step.program))?;
+            let program: &mut FEntry = typed(programs, step, "an fentry")?;
             if first {
                 program.load(function, btf)?;
             }
@@ -207,12 +210,7 @@ fn load_and_attach(
         }
         Attach::Exit(function) => {
             let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
-            let program: &mut FExit = programs
-                .get_mut(step.program)
-                .map(|p| &mut **p)
-                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
-                .try_into()
-                .with_context(|| format!("{} is not an fexit program", step.program))?;
+            let program: &mut FExit = typed(programs, step, "an fexit")?;
             if first {
                 program.load(function, btf)?;
             }
@@ -223,12 +221,7 @@ fn load_and_attach(
         }
         Attach::Iter(kind) => {
             let btf = btf.ok_or_else(|| anyhow!("the kernel's BTF could not be read"))?;
-            let program: &mut Iter = programs
-                .get_mut(step.program)
-                .map(|p| &mut **p)
-                .ok_or_else(|| anyhow!("program {} missing from the eBPF object", step.program))?
-                .try_into()
-                .with_context(|| format!("{} is not an iterator program", step.program))?;
+            let program: &mut Iter = typed(programs, step, "an iterator")?;
             if first {
                 program.load(kind, btf)?;
             }
