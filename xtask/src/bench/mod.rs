@@ -1,8 +1,9 @@
 //! `cargo xtask bench`: what iotop-bpf costs, measured beside a peer and the kernel's own
 //! counts in one run, each figure printed beside its target.
 //!
-//! 1. Five I/O shapes ([`shapes::ALL`]: io_uring QD32 and psync random reads, libaio random
-//!    direct writes, buffered write-back, a 128-byte write + fsync logger), each by fio on a
+//! 1. Six I/O shapes ([`shapes::ALL`]: io_uring QD32 and psync random reads, libaio random
+//!    direct writes, buffered write-back, a 128-byte write + fsync logger, in one thread and
+//!    in four), each by fio on a
 //!    RAM-backed loop device, in interleaved rounds of (a) no tracer, (b) `iotop-bpf
 //!    --json`, (c) each peer ([`shapes::PEERS`]: a bpftrace script keeping one latency
 //!    histogram, libbpf-tools' biolatency and biotop). Rounds are interleaved because this

@@ -18,6 +18,9 @@ pub enum Workload {
     Buffered,
     /// 128-byte writes, each followed by fsync: lab001's logger.
     FsyncLogger,
+    /// lab001's logger in 4 threads: syncs open and close on every CPU at once, as a
+    /// database's committing backends do (the table of open syncs is written across CPUs).
+    FsyncThreads,
 }
 
 /// What "one I/O" is when BPF time is divided by I/Os.
@@ -30,12 +33,13 @@ pub enum PerIo {
     Call,
 }
 
-pub const ALL: [Workload; 5] = [
+pub const ALL: [Workload; 6] = [
     Workload::Uring,
     Workload::Psync,
     Workload::LibaioWrite,
     Workload::Buffered,
     Workload::FsyncLogger,
+    Workload::FsyncThreads,
 ];
 
 impl Workload {
@@ -47,6 +51,7 @@ impl Workload {
             Self::LibaioWrite => "libaio",
             Self::Buffered => "buffered",
             Self::FsyncLogger => "lab001",
+            Self::FsyncThreads => "fsync4",
         }
     }
 
@@ -57,6 +62,7 @@ impl Workload {
             Self::LibaioWrite => "4k randwrite libaio direct, 2 jobs",
             Self::Buffered => "64k buffered write-back",
             Self::FsyncLogger => "128 B write + fsync (lab001)",
+            Self::FsyncThreads => "128 B write + fsync, 4 threads",
         }
     }
 
@@ -94,6 +100,15 @@ impl Workload {
                 "--ioengine=psync",
                 "--fsync=1",
             ],
+            Self::FsyncThreads => &[
+                "--rw=write",
+                "--bs=128",
+                "--direct=0",
+                "--ioengine=psync",
+                "--fsync=1",
+                "--numjobs=4",
+                "--group_reporting",
+            ],
         }
     }
 
@@ -103,14 +118,18 @@ impl Workload {
 
     pub fn per_io(self) -> PerIo {
         match self {
-            Self::Buffered | Self::FsyncLogger => PerIo::Call,
+            Self::Buffered | Self::FsyncLogger | Self::FsyncThreads => PerIo::Call,
             _ => PerIo::Request,
         }
     }
 
     /// fio's calls per I/O it counts (the logger's fsync is a call of its own).
     pub fn calls_per_fio_io(self) -> u64 {
-        if self == Self::FsyncLogger { 2 } else { 1 }
+        if matches!(self, Self::FsyncLogger | Self::FsyncThreads) {
+            2
+        } else {
+            1
+        }
     }
 
     /// The bounds on the tool's BPF time per I/O: each a peer's (or the best peer's) time
@@ -124,8 +143,9 @@ impl Workload {
             ],
             Self::LibaioWrite => &[(PeerRef::Best, 1.2)],
             Self::FsyncLogger => &[(PeerRef::One(Peer::Bpftrace), 2.0)],
-            // The peers trace no write call: no bound, shown for context.
-            Self::Buffered => &[],
+            // The peers trace no write call: no bound, shown for context. The 4 threads'
+            // figure is context for lab001's bound.
+            Self::Buffered | Self::FsyncThreads => &[],
         }
     }
 
