@@ -46,8 +46,9 @@ pub const COUNTER_READ_FAILED: u32 = 2;
 pub const COUNTER_IN_FLIGHT_EVICTED: u32 = 3;
 /// Requests issued without a creation event (attributed to the issuing task).
 pub const COUNTER_ISSUE_WITHOUT_START: u32 = 4;
-/// A sync call's exit arrived without its entry (the probes attached mid-call).
-pub const COUNTER_SYNC_WITHOUT_ENTER: u32 = 5;
+/// An open sync was dropped because its set of the per-thread table was full: its record
+/// is lost.
+pub const COUNTER_SYNC_EVICTED: u32 = 5;
 /// A D episode was replaced or dropped unfinished: its wakeup was never seen, or its set of
 /// the episode table was full.
 pub const COUNTER_DSTATE_STALE: u32 = 6;

@@ -189,6 +189,48 @@ pub struct SyncInFlight {
     pub _pad: [u8; 7],
 }
 
+/// Ways per set of the table of open syncs.
+pub const SYNC_WAYS: usize = 4;
+/// Sets in the table of open syncs (a power of two): 16,384 threads, as many as the hash
+/// it replaced held. With 1,000 threads in a sync at once, about one storm in forty finds
+/// a set of five and drops one (counted: `COUNTER_SYNC_EVICTED`).
+pub const SYNC_SETS: u32 = 1 << 12;
+
+/// One thread's open sync, alone on its cache line: written by the thread's own probes.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SyncLine {
+    /// `call.start_ns == 0`: no sync open.
+    pub call: SyncInFlight,
+    pub _pad: [u8; 64 - core::mem::size_of::<SyncInFlight>()],
+}
+
+/// One set of the table of open syncs (the `SYNC_CALLS` array): its thread ids on one cache
+/// line, then a line per call. It replaced a hash keyed by thread, whose insert at every
+/// sync's entry and delete at its exit took a bucket lock and moved an element between
+/// per-CPU free lists; a thread keeps its slot after its call ends, so its next call is
+/// found from the ids line alone.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SyncSet {
+    /// Thread ids; 0: never used.
+    pub tids: [u32; SYNC_WAYS],
+    pub _pad: [u8; 64 - 4 * SYNC_WAYS],
+    pub lines: [SyncLine; SYNC_WAYS],
+}
+
+const _: () = assert!(core::mem::size_of::<SyncLine>() == 64);
+const _: () = assert!(core::mem::size_of::<SyncSet>() == 64 * (1 + SYNC_WAYS));
+
+/// The set of thread `tid` (Fibonacci hashing, as the episode table's).
+#[inline(always)]
+#[must_use]
+pub const fn sync_set(tid: u32) -> u32 {
+    tid.wrapping_mul(0x9e37_79b9) >> (32 - SYNC_SETS.trailing_zeros())
+}
+
 /// A punted io_uring request that syncs, from its punt to io-wq to its completion; keyed by
 /// the request (`struct io_kiocb *`).
 #[repr(C)]

@@ -30,7 +30,7 @@ use crate::{
         COMPLETE_FIELDS, FRONTMERGE_FIELDS, ISSUE_FIELDS, RQ_MERGE_FIELDS, START_FIELDS, Window,
     },
     inflight::{self, Completion},
-    sync::{SYNCS_IN_FLIGHT, any_sync_active},
+    sync::in_sync,
     verifier::index,
 };
 
@@ -104,7 +104,7 @@ pub fn created_by_current_task(key: &InFlightKey, now: u64, origin: u8) {
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     // Data a sync call writes itself is the sync's cost, not background write-back.
-    let in_sync = any_sync_active() && SYNCS_IN_FLIGHT.get_ptr(&pid_tgid).is_some();
+    let in_sync = in_sync(pid_tgid as u32);
     // SAFETY: a valid map value (see `inflight` on concurrent access).
     unsafe {
         let value = slot.value;

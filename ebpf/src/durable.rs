@@ -4,7 +4,7 @@
 //!   filesystem's fsync (`generic_write_sync` -> `vfs_fsync_range`), and the filesystem's own
 //!   tracepoint fires in the writer (`ext4:ext4_sync_file_enter`, `xfs:xfs_file_fsync`,
 //!   `btrfs:btrfs_sync_file`). When the thread is not already inside a sync system call, that
-//!   begins a sync of its own in [`SYNCS_IN_FLIGHT`] (so its block requests are flagged as the
+//!   begins a sync of its own in the table of open syncs (so its block requests are flagged as the
 //!   sync's own writes); `ext4_sync_file_exit` or the write system call's exit, whichever comes
 //!   first, ends it and emits its record. The write is recognised, and its fd read, from the
 //!   thread's user registers (`bpf_task_pt_regs`); without an exit tracepoint of its own a

@@ -8,12 +8,12 @@
 
 use aya_ebpf::{
     Global,
-    bindings::{BPF_ANY, BPF_NOEXIST},
+    bindings::BPF_NOEXIST,
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
     },
     macros::{map, tracepoint},
-    maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap},
+    maps::{Array, LruHashMap, LruPerCpuHashMap},
     programs::TracePointContext,
 };
 use iotop_bpf_common::{
@@ -32,15 +32,13 @@ use crate::{
     file::{self, FileIdentity},
 };
 
+mod open;
+
 #[unsafe(no_mangle)]
 static SYSCALL_OFFSETS: Global<SyscallOffsets> = Global::new(SyscallOffsets::ABSENT);
 
-/// Threads inside a sync call: pid_tgid -> the call.
-#[map]
-pub static SYNCS_IN_FLIGHT: HashMap<u64, SyncInFlight> = HashMap::with_max_entries(16_384, 0);
-
-/// How many threads are inside a sync call, all CPUs together. The block probes look a
-/// thread up in [`SYNCS_IN_FLIGHT`] (a hash lookup, on every request) only when it is not 0.
+/// How many threads are inside a sync call, all CPUs together: while it is 0, the block
+/// probes and the system calls' exits skip the table of open syncs ([`open`]).
 #[map]
 static SYNCS_ACTIVE: Array<u64> = Array::with_max_entries(1, 0);
 
@@ -114,26 +112,29 @@ pub fn begin_call(kind: u8, fd: i32, token: u64) {
     begin(bpf_get_current_pid_tgid(), &call);
 }
 
-/// Enters the thread in [`SYNCS_IN_FLIGHT`], counted once per thread: a call over one never
-/// seen to return replaces it.
+/// Enters the thread's call (see [`open::begin`]).
 #[inline(always)]
 pub fn begin(pid_tgid: u64, call: &SyncInFlight) {
-    if SYNCS_IN_FLIGHT
-        .insert(&pid_tgid, call, u64::from(BPF_NOEXIST))
-        .is_ok()
-    {
-        syncs_active_add(1);
-    } else {
-        let _ = SYNCS_IN_FLIGHT.insert(&pid_tgid, call, u64::from(BPF_ANY));
-    }
+    open::begin(pid_tgid, call);
 }
 
-/// Takes the thread out of [`SYNCS_IN_FLIGHT`].
+/// Ends the thread's call.
 #[inline(always)]
 pub fn forget(pid_tgid: u64) {
-    if SYNCS_IN_FLIGHT.remove(&pid_tgid).is_ok() {
-        syncs_active_add(u64::MAX);
-    }
+    open::forget(pid_tgid as u32);
+}
+
+/// Whether thread `tid` is inside a sync call, a synced write or a worker's part of an
+/// io_uring sync (its block requests are the sync's own).
+#[inline(always)]
+pub fn in_sync(tid: u32) -> bool {
+    any_sync_active() && open::find(tid).is_some()
+}
+
+/// The open call of thread `tid` (another thread's, for an io_uring completion), in place.
+#[inline(always)]
+pub fn open_call(tid: u32) -> Option<*mut SyncInFlight> {
+    open::find(tid)
 }
 
 #[tracepoint]
@@ -183,7 +184,7 @@ pub fn sync_enter_msync(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sync_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(call) = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid) else {
+    let Some(call) = open::find(pid_tgid as u32) else {
         return 0; // msync(MS_ASYNC), or a call that began before the probes were attached
     };
     // SAFETY: copied out before the entry is removed.
@@ -200,7 +201,7 @@ pub fn current_call() -> Option<(u64, SyncInFlight)> {
         return None;
     }
     let pid_tgid = bpf_get_current_pid_tgid();
-    let call = SYNCS_IN_FLIGHT.get_ptr(&pid_tgid)?;
+    let call = open::find(pid_tgid as u32)?;
     // SAFETY: copied out of a valid map value before anyone removes it.
     Some((pid_tgid, unsafe { *call }))
 }
@@ -214,7 +215,7 @@ pub fn syscall_ret(ctx: &TracePointContext) -> i64 {
         .map_or(0, |r| r as i64)
 }
 
-/// The thread's call `call` ended with `ret`: out of [`SYNCS_IN_FLIGHT`], and its record.
+/// The thread's call `call` ended with `ret`: out of the table of open syncs, and its record.
 #[inline(always)]
 pub fn finish(pid_tgid: u64, call: &SyncInFlight, ret: i64) {
     forget(pid_tgid);

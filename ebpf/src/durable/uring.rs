@@ -20,7 +20,7 @@ use crate::{
     fields::Window,
     file::{self, FileIdentity},
     raw::{arg, layout},
-    sync::{Call, SYNCS_IN_FLIGHT, emit, forget},
+    sync::{Call, emit, forget, open_call},
 };
 
 /// `io_uring:io_uring_queue_async_work`: a request goes to io-wq. Only the syncs are noted.
@@ -121,7 +121,7 @@ fn completed(req: u64, res: impl FnOnce() -> i64) {
     let tgid = sync.pid_tgid >> 32;
     let worker_key = (tgid << 32) | u64::from(sync.worker);
     if sync.worker != 0
-        && let Some(mark) = SYNCS_IN_FLIGHT.get_ptr(&worker_key)
+        && let Some(mark) = open_call(sync.worker)
         // SAFETY: a valid map value.
         && unsafe { (*mark).kind == SYNC_IN_WORKER && (*mark).token == req }
     {

@@ -49,6 +49,9 @@ pub struct KernelCounters {
     pub sampled: u64,
     #[serde(default)]
     pub aggregate_full: u64,
+    /// Open syncs dropped from a full set of the probes' per-thread table (records lost).
+    #[serde(default)]
+    pub sync_evicted: u64,
 }
 
 /// What the tool itself costs, cumulative.

@@ -27,7 +27,8 @@ use anyhow::{Context as _, Result};
 use iotop_bpf_common::maps::{
     COUNTER_AGGREGATE_FULL, COUNTER_AGGREGATED, COUNTER_COMPLETE_WITHOUT_START,
     COUNTER_IN_FLIGHT_EVICTED, COUNTER_ISSUE_WITHOUT_START, COUNTER_READ_FAILED,
-    COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, COUNTER_SAMPLED, DiskAggregate, LogicalWrites,
+    COUNTER_RING_DROPPED, COUNTER_RING_SUBMITTED, COUNTER_SAMPLED, COUNTER_SYNC_EVICTED,
+    DiskAggregate, LogicalWrites,
 };
 use iotop_bpf_common::throttle::{CallKey, CallTotals, DirtyTotals};
 use iotop_bpf_probe::{
@@ -279,6 +280,7 @@ impl LiveFeed {
             aggregated: counter(COUNTER_AGGREGATED),
             sampled: counter(COUNTER_SAMPLED),
             aggregate_full: counter(COUNTER_AGGREGATE_FULL),
+            sync_evicted: counter(COUNTER_SYNC_EVICTED),
         };
         let disks: Vec<DiskTotals> = self
             .disks
