@@ -219,6 +219,26 @@ impl JsonRun {
         run
     }
 
+    /// Waits, up to `timeout`, until an interval arrives after `t`: whatever ran before `t`
+    /// is then in the intervals seen so far, and whatever runs next is not. False when none
+    /// arrived in time.
+    pub fn wait_past(&mut self, t: SystemTime, timeout: Duration) -> bool {
+        if self.seen.last().is_some_and(|(arrived, _)| *arrived > t) {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok((arrived, line)) = self.lines.recv_timeout(left) else {
+                return false;
+            };
+            self.seen.push((arrived, parse(&line)));
+            if arrived > t {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The tool's pid.
     #[must_use]
     pub fn pid(&self) -> i32 {

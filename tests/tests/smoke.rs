@@ -1,7 +1,9 @@
 //! The kernel matrix's smoke set (`cargo xtask kernels` runs it in every guest; CI runs it
 //! on the host too): the tool starts, sees a dd with exact counts that agree with
 //! /proc/diskstats, counts short-lived processes' fsyncs, names lab001, sees a task in D and
-//! where it waits (and the wait site of 95% of all D episodes), and names the XFS tail write. Once as root, once as nobody with the documented capabilities.
+//! where it waits (and the wait site of 95% of all D episodes), and names the XFS tail write.
+//! It counts what the tool's programs run for other system calls and for one direct read.
+//! Once as root, once as nobody with the documented capabilities.
 //!
 //! Each check is a cell of the matrix's table: the results go to
 //! `$IOTOP_BPF_SMOKE_OUT/<mode>.txt` (one `cell pass|FAIL detail` line each) when that is
@@ -27,6 +29,11 @@ mod other_calls;
 
 use other_calls::{BpfStats, OTHER_CALLS, other_calls_cell, syscall_path};
 
+#[path = "smoke/reads.rs"]
+mod reads;
+
+use reads::{direct_reads, reads_cell};
+
 /// Direct writes and reads dd makes on a bare loop device.
 const DD_WRITES: u64 = 300;
 const DD_READS: u64 = 200;
@@ -43,10 +50,14 @@ struct BareLoop {
 }
 
 impl BareLoop {
+    const SIZE: u64 = 64 << 20;
+
     fn new() -> Self {
-        let backing = format!("/dev/shm/iotop-bpf-smoke-{}.img", std::process::id());
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let backing = format!("/dev/shm/iotop-bpf-smoke-{}-{n}.img", std::process::id());
         let file = std::fs::File::create(&backing).unwrap();
-        file.set_len(64 << 20).unwrap();
+        file.set_len(Self::SIZE).unwrap();
         drop(file);
         let device = sh("losetup", &["-f", "--show", "--direct-io=off", &backing])
             .trim()
@@ -270,6 +281,8 @@ fn smoke(
         command.env("IOTOP_BPF_AGGREGATE_ABOVE", "0");
     }
     let bare = BareLoop::new();
+    // The read loop's own device: the attribution cell holds `bare` to dd's exact counts.
+    let reads_dev = BareLoop::new();
     let ext4 = LoopFs::new("ext4", 256);
     let xfs = LoopFs::new("xfs", 512);
     let synced = ext4.path("synced");
@@ -277,14 +290,14 @@ fn smoke(
 
     // Statistics on for the whole run: each interval's runs count, from the programs' load.
     let stats = BpfStats::on();
-    let tool = JsonRun::start_command(command);
+    let mut tool = JsonRun::start_command(command);
     let before = diskstats_reads_writes(bare.name());
     // The other-calls loop first, then quiet until the interval it ends in has closed.
     for _ in 0..OTHER_CALLS {
         std::hint::black_box(std::os::unix::process::parent_id());
     }
     let loop_end = SystemTime::now();
-    thread::sleep(Duration::from_millis(800));
+    let quiet = tool.wait_past(loop_end, Duration::from_secs(20));
     let of = format!("of={}", bare.device);
     let iff = format!("if={}", bare.device);
     let count_w = format!("count={DD_WRITES}");
@@ -316,10 +329,20 @@ fn smoke(
     const D_SECONDS: u64 = 3;
     let (dstate, _) = workload(&["dstate", "--seconds", &D_SECONDS.to_string()]);
     let tail = dio_tail(&xfs.path("dio"));
+    // Last, direct reads one at a time, for the runs per read: tens of thousands of
+    // requests, after every workload whose counts are held exact.
+    let reads_start = SystemTime::now();
+    let direct = direct_reads(&reads_dev.device, BareLoop::SIZE);
+    let reads_end = SystemTime::now();
     thread::sleep(Duration::from_millis(1500));
     let timed = tool.stop_timed();
     drop(stats);
-    let other_calls = other_calls_cell(&path, &timed, loop_end);
+    let other_calls = if quiet {
+        other_calls_cell(&path, &timed, loop_end)
+    } else {
+        Err("no interval arrived in 20 s after the getppid loop".into())
+    };
+    let reads = reads_cell(&path, &timed, (reads_start, reads_end), &reads_dev.dev());
     let intervals: Vec<Value> = timed.into_iter().map(|(_, i)| i).collect();
 
     let disk = (after.0 - before.0, after.1 - before.1);
@@ -357,6 +380,10 @@ fn smoke(
             finding_cell(&intervals, "sub_block_tail_write", tail, "dio-tail on XFS"),
         ),
         ("other calls", other_calls),
+        (
+            "reads",
+            reads.map(|seen| format!("{seen}; {direct} in all")),
+        ),
     ];
     cells
 }
